@@ -1,0 +1,199 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "syncd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ConnectivityPolicy", targets: ["ConnectivityPolicy"]),
+        .library(name: "NetlinkMonitor", targets: ["NetlinkMonitor"]),
+        .library(name: "NetlinkProbe", targets: ["NetlinkProbe"]),
+        .library(name: "SyncCore", targets: ["SyncCore"]),
+        .library(name: "SyncStore", targets: ["SyncStore"]),
+        .library(name: "SyncCoordinator", targets: ["SyncCoordinator"]),
+        .library(name: "HTTPFeedSource", targets: ["HTTPFeedSource"]),
+        .library(name: "DemoFeedServer", targets: ["DemoFeedServer"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
+        .library(name: "SyncControl", targets: ["SyncControl"]),
+        .executable(name: "syncd", targets: ["syncd"]),
+        .executable(name: "syncctl", targets: ["syncctl"]),
+        .executable(name: "demo-feed", targets: ["demo-feed"]),
+        .executable(name: "netmon", targets: ["netmon"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.1.1"),
+    ],
+    targets: [
+        // MARK: C shim
+
+        /// libnl-3 / libnl-route-3, found through pkg-config.
+        .systemLibrary(
+            name: "CNetlink",
+            pkgConfig: "libnl-route-3.0",
+            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
+        ),
+
+        // MARK: Pure core (no I/O)
+
+        /// Network snapshot model, carrier rule and the connectivity verdict.
+        .target(name: "ConnectivityPolicy"),
+        /// Per-feed paging state machine, retry policy and presentation model.
+        .target(name: "SyncCore"),
+
+        // MARK: Services
+
+        /// libnl cache-manager based monitor of links, addresses and routes.
+        .target(
+            name: "NetlinkMonitor",
+            dependencies: [
+                "CNetlink",
+                "ConnectivityPolicy",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// Measurement tools: a raw netlink listener and in-process link changes, for latency probes.
+        .target(
+            name: "NetlinkProbe",
+            dependencies: ["CNetlink", "NetlinkMonitor", "ConnectivityPolicy"]
+        ),
+        /// SQLite (WAL) store of feed items and cursors.
+        .target(
+            name: "SyncStore",
+            dependencies: [
+                "SyncCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        /// Actor that drives feed sources from connectivity, triggers and the retry policy.
+        .target(
+            name: "SyncCoordinator",
+            dependencies: [
+                "SyncCore",
+                "ConnectivityPolicy",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// RFC 8288 Link-header paginated HTTP feeds over AsyncHTTPClient.
+        .target(
+            name: "HTTPFeedSource",
+            dependencies: [
+                "SyncCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// Reference feed server with fault injection (demo and tests).
+        .target(
+            name: "DemoFeedServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        /// Varlink wire protocol: NUL-delimited JSON over AF_UNIX, server and client.
+        .target(
+            name: "Varlink",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        /// syncd's control interface (io.syncd) on top of Varlink: types, server glue, Swift client.
+        .target(
+            name: "SyncControl",
+            dependencies: [
+                "Varlink",
+                "SyncCore",
+                "ConnectivityPolicy",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("io.syncd.varlink")]
+        ),
+
+        // MARK: Executables
+
+        .executableTarget(
+            name: "syncd",
+            dependencies: [
+                "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
+                "HTTPFeedSource", "DemoFeedServer", "SyncControl", "Varlink",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]
+        ),
+        .executableTarget(
+            name: "syncctl",
+            dependencies: [
+                "SyncControl", "SyncCore", "ConnectivityPolicy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "demo-feed",
+            dependencies: [
+                "DemoFeedServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "netmon",
+            dependencies: [
+                "NetlinkMonitor", "NetlinkProbe", "ConnectivityPolicy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: Tests
+
+        .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
+        .testTarget(
+            name: "NetlinkMonitorTests",
+            dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]
+        ),
+        .testTarget(
+            name: "SyncCoreTests",
+            dependencies: ["SyncCore", .product(name: "Clocks", package: "swift-clocks")]
+        ),
+        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport"]),
+        .testTarget(
+            name: "SyncCoordinatorTests",
+            dependencies: [
+                "SyncCoordinator", "SyncCore", "ConnectivityPolicy", "SyncStore",
+                .product(name: "Clocks", package: "swift-clocks"),
+            ]
+        ),
+        .testTarget(
+            name: "HTTPFeedSourceTests",
+            dependencies: [
+                "HTTPFeedSource", "DemoFeedServer", "SyncCore", "SyncCoordinator", "SyncStore", "TestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "TestSupport"]),
+        .testTarget(name: "SyncdTests", dependencies: ["SyncControl", "TestSupport"]),
+        /// Helpers shared by tests: network namespaces, subprocesses, root checks.
+        .target(name: "TestSupport", dependencies: ["NetlinkProbe"], path: "Tests/TestSupport"),
+    ],
+    swiftLanguageModes: [.v6]
+)

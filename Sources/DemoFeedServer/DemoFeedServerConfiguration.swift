@@ -1,0 +1,67 @@
+extension DemoFeedServer {
+    /// Everything the server needs at start.
+    public struct Configuration: Sendable {
+        /// Address to bind; loopback unless deliberately changed.
+        public var host: String
+        /// Port to bind; 0 picks a free one (read it from ``DemoFeedServer/port``).
+        public var port: Int
+        /// The feeds served at `/feeds/{name}` (and `/api/v1/timelines/{name}`).
+        public var feeds: [FeedDefinition]
+        /// Faults rolled for every feed request.
+        public var randomFaults: [RandomFault]
+        /// Latency added to every feed request, in milliseconds (uniform in the range).
+        public var latencyMilliseconds: ClosedRange<Int>?
+        /// Seed for the random faults, so a run can be reproduced.
+        public var seed: UInt64
+        /// Whether pages are gzip-encoded for clients that offer `Accept-Encoding: gzip`.
+        public var gzip: Bool
+        /// How long a stalled request is held before its connection is closed, if the server
+        /// is not stopped first. Longer than any sane client timeout.
+        public var stallLimit: Duration
+        /// How often growing feeds get their new items.
+        public var tickInterval: Duration
+        /// When set, feed requests need `Authorization: Bearer <token>` and get 401 otherwise.
+        public var bearerToken: String?
+
+        public init(
+            host: String = "127.0.0.1",
+            port: Int = 0,
+            feeds: [FeedDefinition] = [FeedDefinition(name: "home")],
+            randomFaults: [RandomFault] = [],
+            latencyMilliseconds: ClosedRange<Int>? = nil,
+            seed: UInt64 = 1,
+            gzip: Bool = true,
+            stallLimit: Duration = .seconds(300),
+            tickInterval: Duration = .milliseconds(200),
+            bearerToken: String? = nil
+        ) {
+            self.host = host
+            self.port = port
+            self.feeds = feeds
+            self.randomFaults = randomFaults
+            self.latencyMilliseconds = latencyMilliseconds
+            self.seed = seed
+            self.gzip = gzip
+            self.stallLimit = stallLimit
+            self.tickInterval = tickInterval
+            self.bearerToken = bearerToken
+        }
+
+        /// Rejects configurations the server could not serve correctly.
+        public func validate() throws(DemoFeedServerError) {
+            guard !feeds.isEmpty else { throw .invalidArgument("at least one feed is needed") }
+            var names = Set<String>()
+            for feed in feeds {
+                try feed.validate()
+                guard names.insert(feed.name).inserted else { throw .invalidArgument("feed '\(feed.name)' is defined twice") }
+            }
+            guard (0...65_535).contains(port) else { throw .invalidArgument("port must be 0...65535") }
+            if let latency = latencyMilliseconds, latency.lowerBound < 0 {
+                throw .invalidArgument("latency must be non-negative")
+            }
+            guard stallLimit > .zero, tickInterval > .zero else {
+                throw .invalidArgument("stall limit and tick interval must be positive")
+            }
+        }
+    }
+}

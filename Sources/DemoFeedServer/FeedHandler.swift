@@ -1,0 +1,211 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Serves `GET /feeds/{name}`: a page of the feed, or the fault chosen for this request.
+struct FeedHandler: Sendable {
+    let state: FeedServerState
+    let gate: StallGate
+    let options: ServingOptions
+
+    func respond(feed name: String, request: Request, context: FeedRequestContext) async throws -> Response {
+        guard let definition = await state.definition(name) else {
+            return Self.json(.notFound, PageBody.error("no feed named '\(name)'"))
+        }
+        var parameters: [(key: String, value: String)] = []
+        var lookup: [String: String] = [:]
+        for (key, value) in request.uri.queryParameters {
+            parameters.append((String(key), String(value)))
+            lookup[String(key)] = String(value)
+        }
+        let query: PageQuery
+        let requestedFault: Fault?
+        do {
+            query = try PageQuery(parameters: lookup, definition: definition)
+            requestedFault = try lookup["fault"].map { spec throws(DemoFeedServerError) in try Fault(spec: spec) }
+        } catch {
+            _ = await state.admit(
+                feed: name, kind: .initial, query: request.uri.query ?? "", authorization: request.headers[.authorization],
+                requested: nil, faultsAllowed: false)
+            return Self.json(.badRequest, PageBody.error(error.description))
+        }
+        let authorization = request.headers[.authorization]
+        if let token = options.bearerToken, authorization != "Bearer \(token)" {
+            _ = await state.admit(
+                feed: name, kind: query.kind, query: request.uri.query ?? "", authorization: authorization,
+                requested: nil, faultsAllowed: false)
+            var headers = HTTPFields()
+            headers[.wwwAuthenticate] = "Bearer realm=\"demo-feed\""
+            return Self.json(.unauthorized, PageBody.error("a valid bearer token is required"), headers: headers)
+        }
+        let fault = await state.admit(
+            feed: name, kind: query.kind, query: request.uri.query ?? "", authorization: authorization,
+            requested: requestedFault, faultsAllowed: true)
+        if let latency = options.latencyMilliseconds, latency.upperBound > 0 {
+            try await Task.sleep(for: .milliseconds(Int.random(in: latency)))
+        }
+        if let fault {
+            context.logger.debug("injecting fault", metadata: ["feed": "\(name)", "fault": "\(fault)"])
+        }
+
+        if case .latency(let ms)? = fault { try await Task.sleep(for: .milliseconds(ms)) }
+        switch fault {
+        case .status(let code, let retryAfter)?:
+            var headers = HTTPFields()
+            switch retryAfter {
+            case .seconds(let seconds)?: headers[.retryAfter] = String(seconds)
+            case .date(let ahead)?:
+                // The Date header Hummingbird adds comes from the same clock, so the client
+                // can compute the delay without trusting its own clock.
+                headers[.retryAfter] = imfFixdate(epochSeconds: Self.nowEpochSeconds() + Int64(ahead))
+            case nil: break
+            }
+            return Self.json(HTTPResponse.Status(code: code), PageBody.error("injected status \(code)"), headers: headers)
+        case .reset(.headers)?:
+            await ConnectionFaults.reset(context.channel)
+            throw ConnectionAbandoned()
+        case .stall(.headers)?:
+            await gate.wait(upTo: options.stallLimit)
+            try? await context.channel.close()
+            throw ConnectionAbandoned()
+        case .malformed?:
+            return Self.json(.ok, PageBody.malformed)
+        default:
+            break
+        }
+
+        let page = await state.page(feed: name, query: query) ?? ([], false)
+        var headers = HTTPFields()
+        if let link = linkHeader(page: page, query: query, definition: definition, request: request, context: context, parameters: parameters) {
+            headers[Self.linkField] = link
+        }
+        switch fault {
+        case .truncated?:
+            return Self.json(.ok, PageBody.truncated(page.items), headers: headers)
+        case .oversized(let bytes, let chunked)?:
+            return Self.streamed(PageBody.oversized(page.items, bytes: bytes), headers: headers, declareLength: !chunked)
+        case .reset(.body)?:
+            let body = PageBody.render(page.items)
+            let channel = context.channel
+            return Self.partial(body, headers: headers) { await ConnectionFaults.reset(channel) }
+        case .stall(.body)?:
+            let body = PageBody.render(page.items)
+            let channel = context.channel
+            let gate = self.gate
+            let limit = options.stallLimit
+            return Self.partial(body, headers: headers) {
+                await gate.wait(upTo: limit)
+                try? await channel.close()
+            }
+        default:
+            var body = PageBody.render(page.items)
+            if options.gzip, Self.acceptsGzip(request) {
+                body = Gzip.encode(body)
+                headers[.contentEncoding] = "gzip"
+            }
+            headers[.vary] = "Accept-Encoding"
+            return Self.json(.ok, body, headers: headers)
+        }
+    }
+
+    /// RFC 8288 links: `next` pages older (omitted at the end), `prev` newer; both carry the
+    /// request's other parameters so a client's filters survive paging.
+    private func linkHeader(
+        page: (items: [DemoFeedItem], hasOlder: Bool), query: PageQuery, definition: FeedDefinition,
+        request: Request, context: FeedRequestContext, parameters: [(key: String, value: String)]
+    ) -> String? {
+        guard let newest = page.items.first, let oldest = page.items.last else { return nil }
+        let authority = request.head.authority ?? Self.authority(of: context.channel.localAddress)
+        let cursorKeys: Set<String> = ["limit", "max_id", "min_id", "since_id", "fault"]
+        let kept = parameters.filter { !cursorKeys.contains($0.key) }
+        func url(_ cursorKey: String, _ cursorValue: String) -> String {
+            let pairs = kept + [("limit", String(query.limit)), (cursorKey, cursorValue)]
+            let encoded = pairs.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
+            return "http://\(authority)\(request.uri.path)?\(encoded)"
+        }
+        var links: [String] = []
+        if page.hasOlder || !definition.omitNextAtEnd {
+            links.append("<\(url("max_id", oldest.id))>; rel=\"next\"")
+        }
+        links.append("<\(url("min_id", newest.id))>; rel=\"prev\"")
+        return links.joined(separator: ", ")
+    }
+
+    /// HTTPTypes has no constant for RFC 8288's header.
+    static let linkField = HTTPFields.Element.Name("Link")!
+
+    static func acceptsGzip(_ request: Request) -> Bool {
+        guard let value = request.headers[.acceptEncoding] else { return false }
+        return value.split(separator: ",").contains { coding in
+            let parts = coding.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.first?.lowercased() == "gzip" else { return false }
+            return !parts.dropFirst().contains { $0.replacingOccurrences(of: " ", with: "") == "q=0" }
+        }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ body: [UInt8], headers: HTTPFields = [:]) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// Sends the body in 64 KiB writes, with or without a Content-Length.
+    static func streamed(_ body: [UInt8], headers: HTTPFields, declareLength: Bool) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(contentLength: declareLength ? body.count : nil) { writer in
+            var offset = 0
+            while offset < body.count {
+                let end = min(body.count, offset + 65_536)
+                try await writer.write(ByteBuffer(bytes: body[offset..<end]))
+                offset = end
+            }
+            try await writer.finish(nil)
+        })
+    }
+
+    /// Promises the whole body, sends the first half, then hands the connection to `breakIt`.
+    static func partial(_ body: [UInt8], headers: HTTPFields, breakIt: @escaping @Sendable () async -> Void) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(contentLength: body.count) { writer in
+            try await writer.write(ByteBuffer(bytes: body.prefix(max(1, body.count / 2))))
+            await breakIt()
+            throw ConnectionAbandoned()
+        })
+    }
+
+    static func nowEpochSeconds() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// `host:port` of a socket address, bracketing IPv6.
+    static func authority(of address: SocketAddress?) -> String {
+        guard let address, let ip = address.ipAddress, let port = address.port else { return "localhost" }
+        if case .v6 = address { return "[\(ip)]:\(port)" }
+        return "\(ip):\(port)"
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+func percentEncode(_ value: String) -> String {
+    var out = ""
+    for byte in value.utf8 {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            out.unicodeScalars.append(Unicode.Scalar(byte))
+        default:
+            let hex = String(byte, radix: 16, uppercase: true)
+            out += "%" + (hex.count == 1 ? "0" + hex : hex)
+        }
+    }
+    return out
+}
+
+/// Settings the handlers need from the server configuration.
+struct ServingOptions: Sendable {
+    var gzip: Bool
+    var latencyMilliseconds: ClosedRange<Int>?
+    var stallLimit: Duration
+    var bearerToken: String?
+}

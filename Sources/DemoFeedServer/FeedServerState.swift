@@ -1,0 +1,124 @@
+/// One feed request as the server saw it, for tests and the admin API.
+public struct RequestRecord: Sendable, Hashable {
+    public var feed: String
+    public var kind: RequestKind
+    /// The raw query string, e.g. `limit=20&max_id=0000000100`.
+    public var query: String
+    /// The fault injected into this request, if any.
+    public var fault: Fault?
+    /// When the request reached the handler, on the monotonic clock.
+    public var receivedAt: ContinuousClock.Instant
+    /// The `Authorization` header as received, so tests can check where a client sends its
+    /// token. Kept in memory only; never logged or served by the admin API.
+    public var authorization: String?
+}
+
+/// Everything mutable about the server: feeds, scripted and random faults, the request log.
+actor FeedServerState {
+    private var feeds: [String: GeneratedFeed]
+    private var scripted: [ScriptedFault] = []
+    private let randomFaults: [RandomFault]
+    private var rng: SplitMix64
+    private var log: [String: [RequestRecord]] = [:]
+    private let feedOrder: [String]
+
+    init(feeds definitions: [FeedDefinition], randomFaults: [RandomFault], seed: UInt64) {
+        var feeds: [String: GeneratedFeed] = [:]
+        for definition in definitions { feeds[definition.name] = GeneratedFeed(definition: definition) }
+        self.feeds = feeds
+        self.feedOrder = definitions.map(\.name)
+        self.randomFaults = randomFaults
+        self.rng = SplitMix64(seed: seed)
+    }
+
+    var feedNames: [String] { feedOrder }
+
+    func definition(_ name: String) -> FeedDefinition? { feeds[name]?.definition }
+
+    /// Records the request and decides its fault: the query's own first, then the first matching
+    /// scripted fault, then a roll of the random faults.
+    func admit(
+        feed: String, kind: RequestKind, query: String, authorization: String?, requested: Fault?, faultsAllowed: Bool
+    ) -> Fault? {
+        var fault = requested
+        if faultsAllowed, fault == nil, let index = scripted.firstIndex(where: { $0.matches(feed: feed, kind: kind) }) {
+            fault = scripted[index].fault
+            scripted[index].remaining -= 1
+            if scripted[index].remaining <= 0 { scripted.remove(at: index) }
+        }
+        if faultsAllowed, fault == nil {
+            for candidate in randomFaults where candidate.probability > 0 {
+                if rng.nextUnit() < candidate.probability {
+                    fault = candidate.fault
+                    break
+                }
+            }
+        }
+        log[feed, default: []].append(RequestRecord(
+            feed: feed, kind: kind, query: query, fault: fault, receivedAt: .now, authorization: authorization))
+        return fault
+    }
+
+    func page(feed: String, query: PageQuery) -> (items: [DemoFeedItem], hasOlder: Bool)? {
+        feeds[feed]?.page(query)
+    }
+
+    func append(feed: String, count: Int) throws(DemoFeedServerError) -> Int {
+        guard feeds[feed] != nil else { throw .unknownFeed(feed) }
+        feeds[feed]!.append(count: count)
+        return feeds[feed]!.items.count
+    }
+
+    /// Adds the items the clock owes each growing feed since the last tick.
+    func tick(elapsedSeconds: Double) {
+        for name in feedOrder {
+            guard var feed = feeds[name], feed.definition.itemsPerSecond > 0 else { continue }
+            feed.pendingFraction += feed.definition.itemsPerSecond * elapsedSeconds
+            let whole = Int(feed.pendingFraction)
+            feed.pendingFraction -= Double(whole)
+            feed.append(count: whole)
+            feeds[name] = feed
+        }
+    }
+
+    func items(feed: String) throws(DemoFeedServerError) -> [DemoFeedItem] {
+        guard let feed = feeds[feed] else { throw .unknownFeed(feed) }
+        return feed.items
+    }
+
+    func itemCount(feed: String) -> Int? { feeds[feed]?.items.count }
+
+    func script(_ fault: ScriptedFault) throws(DemoFeedServerError) {
+        if let name = fault.feed, feeds[name] == nil { throw .unknownFeed(name) }
+        guard fault.remaining > 0 else { throw .invalidArgument("count must be positive") }
+        scripted.append(fault)
+    }
+
+    func clearScriptedFaults() { scripted.removeAll() }
+
+    var pendingScriptedFaults: [ScriptedFault] { scripted }
+
+    func requests(feed: String) -> [RequestRecord] { log[feed] ?? [] }
+
+    func requestCount(feed: String) -> Int { log[feed]?.count ?? 0 }
+
+    func resetRequestLog() { log.removeAll() }
+}
+
+/// A small seeded generator, so a `--seed` reproduces the same random faults.
+struct SplitMix64: Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}

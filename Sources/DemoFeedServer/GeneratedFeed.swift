@@ -1,0 +1,108 @@
+/// A feed's items, oldest first, and the paging rules of the Mastodon-style protocol.
+struct GeneratedFeed: Sendable {
+    let definition: FeedDefinition
+    /// Oldest first; ids strictly increasing in string order.
+    private(set) var items: [DemoFeedItem] = []
+    /// Fractional items owed by the clock, so slow rates still produce items.
+    var pendingFraction: Double = 0
+
+    init(definition: FeedDefinition) {
+        self.definition = definition
+        append(count: definition.initialCount)
+    }
+
+    mutating func append(count: Int) {
+        guard count > 0 else { return }
+        items.reserveCapacity(items.count + count)
+        for _ in 0..<count {
+            items.append(.generate(
+                feed: definition.name, sequence: items.count + 1,
+                idWidth: definition.idWidth, idField: definition.idField))
+        }
+    }
+
+    /// One page: items newest first, and whether items older than the page's oldest exist.
+    func page(_ query: PageQuery) -> (items: [DemoFeedItem], hasOlder: Bool) {
+        var low = 0
+        var high = items.count
+        if let maxID = query.maxID { high = min(high, firstIndex(notBelow: maxID)) }
+        let start: Int
+        let end: Int
+        if let minID = query.minID {
+            // The items immediately newer than min_id: the oldest `limit` of them, so no gap.
+            low = max(low, firstIndex(above: minID))
+            start = low
+            end = min(high, low + query.limit)
+        } else {
+            if let sinceID = query.sinceID { low = max(low, firstIndex(above: sinceID)) }
+            end = high
+            start = max(low, high - query.limit)
+        }
+        guard start < end else { return ([], false) }
+        return (items[start..<end].reversed(), start > 0)
+    }
+
+    /// The first index whose id is >= `id`.
+    private func firstIndex(notBelow id: String) -> Int {
+        partition { $0.id >= id }
+    }
+
+    /// The first index whose id is > `id`.
+    private func firstIndex(above id: String) -> Int {
+        partition { $0.id > id }
+    }
+
+    private func partition(_ isUpper: (DemoFeedItem) -> Bool) -> Int {
+        var low = 0
+        var high = items.count
+        while low < high {
+            let mid = (low + high) / 2
+            if isUpper(items[mid]) { high = mid } else { low = mid + 1 }
+        }
+        return low
+    }
+}
+
+/// The paging parameters of one feed request.
+struct PageQuery: Sendable, Hashable {
+    var limit: Int
+    var maxID: String?
+    var minID: String?
+    var sinceID: String?
+
+    /// Which way the request pages, for fault targeting and the request log.
+    var kind: RequestKind {
+        if minID != nil || sinceID != nil { return .newer }
+        if maxID != nil { return .older }
+        return .initial
+    }
+
+    /// Reads `limit`, `max_id`, `min_id`, `since_id`; a bad `limit` is the client's error.
+    init(parameters: [String: String], definition: FeedDefinition) throws(DemoFeedServerError) {
+        if let raw = parameters["limit"] {
+            guard let value = Int(raw), value >= 1 else {
+                throw .invalidArgument("limit must be a positive integer, got '\(raw)'")
+            }
+            limit = min(value, definition.maxLimit)
+        } else {
+            limit = definition.defaultLimit
+        }
+        func id(_ key: String) -> String? {
+            guard let value = parameters[key], !value.isEmpty else { return nil }
+            return value
+        }
+        maxID = id("max_id")
+        minID = id("min_id")
+        sinceID = id("since_id")
+    }
+}
+
+/// The direction a feed request pages in.
+public enum RequestKind: String, Sendable, Hashable, CaseIterable {
+    /// No cursor: the newest page.
+    case initial
+    /// `max_id`: older items.
+    case older
+    /// `min_id` or `since_id`: newer items.
+    case newer
+}

@@ -1,0 +1,79 @@
+import Foundation
+import SyncCore
+
+/// One HTTP feed: where it is and how to read it.
+public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible {
+    /// The URL of the newest page, e.g. `https://mastodon.example/api/v1/timelines/home?limit=40`.
+    public var url: URL
+    /// The JSON key holding each item's id (a string, or an integer kept as its digits).
+    public var idField: String
+    /// How requests authenticate; the token is sent only to the origin of ``url``.
+    public var authorization: FeedAuthorization?
+    /// Limit on a whole request: connecting, waiting for headers and reading the body.
+    public var requestTimeout: Duration
+    /// Largest body accepted (after decompression); larger pages fail as `.tooLarge`.
+    public var maxBodyBytes: Int
+    /// `min_id` used to follow a feed that was empty at its first load, from its beginning, so
+    /// the first items to appear are not skipped. `nil` re-reads ``url`` instead (servers whose
+    /// ids are not numeric), which can miss items if more than a page arrive between polls.
+    public var emptyFeedMinID: String?
+    /// Sent as `User-Agent`.
+    public var userAgent: String
+
+    public init(
+        url: URL,
+        idField: String = "id",
+        authorization: FeedAuthorization? = nil,
+        requestTimeout: Duration = .seconds(30),
+        maxBodyBytes: Int = 8 << 20,
+        emptyFeedMinID: String? = "0",
+        userAgent: String = "syncd"
+    ) {
+        self.url = url
+        self.idField = idField
+        self.authorization = authorization
+        self.requestTimeout = requestTimeout
+        self.maxBodyBytes = maxBodyBytes
+        self.emptyFeedMinID = emptyFeedMinID
+        self.userAgent = userAgent
+    }
+
+    /// Rejects configurations that cannot work, with the reason.
+    public func validate() throws(FeedError) {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+            throw FeedError(.other, "feed URL \(url.redactedForLog) must be an absolute http or https URL")
+        }
+        guard !idField.isEmpty else { throw FeedError(.other, "the id field name must not be empty") }
+        guard requestTimeout > .zero else { throw FeedError(.other, "the request timeout must be positive") }
+        guard maxBodyBytes > 0 else { throw FeedError(.other, "the body size limit must be positive") }
+    }
+
+    public var description: String {
+        "HTTPFeedConfiguration(url: \(url.redactedForLog), idField: \(idField), "
+            + "authorization: \(authorization.map(String.init(describing:)) ?? "none"), "
+            + "requestTimeout: \(requestTimeout), maxBodyBytes: \(maxBodyBytes))"
+    }
+}
+
+extension URL {
+    /// The URL with the values of credential-looking query parameters replaced, for logs and
+    /// error messages (some APIs take `access_token=` in the query).
+    var redactedForLog: String {
+        guard var components = URLComponents(url: self, resolvingAgainstBaseURL: false) else { return "<unparseable URL>" }
+        components.user = nil
+        components.password = nil
+        let sensitive = ["token", "key", "secret", "password", "auth", "sig", "credential"]
+        components.queryItems = components.queryItems?.map { item in
+            let name = item.name.lowercased()
+            return sensitive.contains(where: name.contains) ? URLQueryItem(name: item.name, value: "REDACTED") : item
+        }
+        return components.string ?? "<unparseable URL>"
+    }
+
+    /// scheme, host and port, which decide whether credentials may be sent.
+    var origin: String {
+        let scheme = self.scheme?.lowercased() ?? ""
+        let port = self.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(host?.lowercased() ?? ""):\(port)"
+    }
+}

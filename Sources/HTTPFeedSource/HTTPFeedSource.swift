@@ -1,0 +1,190 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import SyncCore
+
+/// A feed read over HTTP with RFC 8288 `Link` header pagination, as Mastodon and GitHub page.
+///
+/// Cursors are the URLs from the `Link` header: `rel="next"` pages older (its absence is the end
+/// of the feed), `rel="prev"` pages newer with Mastodon's `min_id` (the items immediately newer,
+/// so nothing is skipped). Items are the elements of the JSON array body, stored byte for byte.
+///
+/// When the server sends no `prev` link on a non-empty page, the newer cursor is built from the
+/// request URL with `min_id` set to the page's newest id; for a feed that is empty at its first
+/// load, from ``HTTPFeedConfiguration/emptyFeedMinID``.
+public struct HTTPFeedSource: FeedSource {
+    public let configuration: HTTPFeedConfiguration
+    private let client: HTTPFeedClient
+    private let parser: JSONPageParser
+    private let logger: Logger
+
+    /// - Throws: ``FeedError`` when the configuration cannot work (bad URL, empty id field).
+    public init(configuration: HTTPFeedConfiguration, client: HTTPFeedClient, logger: Logger = Logger(label: "syncd.http-feed")) throws(FeedError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.client = client
+        self.parser = JSONPageParser(idField: configuration.idField)
+        self.logger = logger
+    }
+
+    public func fetchInitial() async throws -> FeedPage {
+        let response = try await fetch(configuration.url)
+        let newer = LinkHeader.first("prev", in: response.links)?.absoluteString
+            ?? response.items.first.map { Self.url(configuration.url, minID: $0.id) }
+            ?? Self.emptyFeedCursor(configuration)
+        return FeedPage(
+            items: response.items,
+            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
+            newerCursor: newer)
+    }
+
+    public func fetchOlder(cursor: String) async throws -> FeedPage {
+        let response = try await fetch(try cursorURL(cursor))
+        // The older page's prev link points back into items already stored; the newer cursor
+        // stays where the newest page left it.
+        return FeedPage(
+            items: response.items,
+            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
+            newerCursor: nil)
+    }
+
+    public func fetchNewer(cursor: String) async throws -> FeedPage {
+        let url = try cursorURL(cursor)
+        let response = try await fetch(url)
+        let newer = LinkHeader.first("prev", in: response.links)?.absoluteString
+            ?? response.items.first.map { Self.url(url, minID: $0.id) }
+        return FeedPage(
+            items: response.items,
+            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
+            newerCursor: newer)
+    }
+
+    // MARK: Request
+
+    private struct Response: Sendable {
+        var items: [FeedItem]
+        var links: [WebLink]
+    }
+
+    private struct RawResponse: Sendable {
+        var body: [UInt8]
+        var linkHeaders: [String]
+    }
+
+    private func fetch(_ url: URL) async throws -> Response {
+        try Task.checkCancellation()
+        let label = "GET \(url.redactedForLog)"
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = .GET
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "User-Agent", value: configuration.userAgent)
+        if client.options.decompression {
+            request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+        }
+        // Link targets come from the server; the token goes only where the operator pointed it.
+        if let authorization = configuration.authorization, url.origin == configuration.url.origin {
+            request.headers.add(name: "Authorization", value: try authorization.headerValue())
+        }
+        let started = ContinuousClock.now
+        let raw: RawResponse
+        do {
+            raw = try await withRequestTimeout(label) { [client, configuration, request] in
+                let deadline = NIODeadline.now() + .nanoseconds(Int64(configuration.requestTimeout.totalNanoseconds))
+                let response = try await client.http.execute(request, deadline: deadline)
+                guard (200..<300).contains(response.status.code) else {
+                    throw Self.statusError(response, label: label)
+                }
+                let encoded = response.headers["content-encoding"].contains { $0.lowercased() != "identity" }
+                if !encoded, let length = response.headers.first(name: "content-length").flatMap(Int.init),
+                    length > configuration.maxBodyBytes {
+                    throw FeedError(.tooLarge, "\(label): the body is \(length) bytes, more than the limit of \(configuration.maxBodyBytes)")
+                }
+                let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
+                return RawResponse(body: Array(buffer.readableBytesView), linkHeaders: response.headers["link"])
+            }
+        } catch let error as FeedError {
+            log(label, started, outcome: error.message)
+            throw error
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            let feedError = FeedErrorClassifier.classify(error, request: label)
+            if case .tooLarge = feedError.kind {
+                let message = "\(label): the body exceeds the limit of \(configuration.maxBodyBytes) bytes"
+                log(label, started, outcome: message)
+                throw FeedError(.tooLarge, message)
+            }
+            log(label, started, outcome: feedError.message)
+            throw feedError
+        }
+        let items: [FeedItem]
+        do {
+            items = try parser.parse(raw.body)
+        } catch {
+            let message = "\(label): \(error.message)"
+            log(label, started, outcome: message)
+            throw FeedError(.malformed, message)
+        }
+        log(label, started, outcome: "\(items.count) items")
+        return Response(items: items, links: LinkHeader.parse(raw.linkHeaders, base: url))
+    }
+
+    /// Bounds the whole exchange, body included: AsyncHTTPClient's deadline stops at the
+    /// response head, and a server that sends headers and then stalls must still time out.
+    private func withRequestTimeout(
+        _ label: String, _ operation: @escaping @Sendable () async throws -> RawResponse
+    ) async throws -> RawResponse {
+        let timeout = configuration.requestTimeout
+        return try await withThrowingTaskGroup(of: RawResponse?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let response = first else {
+                throw FeedError(.timeout, "\(label): no complete response within \(timeout)")
+            }
+            return response
+        }
+    }
+
+    private static func statusError(_ response: HTTPClientResponse, label: String) -> FeedError {
+        let retryAfter = response.headers.first(name: "retry-after").flatMap {
+            RetryAfter.parse($0, responseDate: response.headers.first(name: "date"))
+        }
+        var message = "\(label): HTTP \(response.status.code) \(response.status.reasonPhrase)"
+        if let retryAfter { message += " (retry after \(retryAfter))" }
+        return FeedError(.httpStatus(Int(response.status.code)), message, retryAfter: retryAfter)
+    }
+
+    private func log(_ label: String, _ started: ContinuousClock.Instant, outcome: String) {
+        logger.debug("\(label): \(outcome)", metadata: ["elapsed": "\(ContinuousClock.now - started)"])
+    }
+
+    // MARK: Cursors
+
+    private func cursorURL(_ cursor: String) throws(FeedError) -> URL {
+        guard let url = URL(string: cursor), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            url.host != nil
+        else {
+            throw FeedError(.other, "the cursor is not an http(s) URL; was it written by another kind of feed source?")
+        }
+        return url
+    }
+
+    /// `url` with `min_id` set and the other cursor parameters removed.
+    static func url(_ url: URL, minID: String) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        var items = (components.queryItems ?? []).filter { !["max_id", "min_id", "since_id"].contains($0.name) }
+        items.append(URLQueryItem(name: "min_id", value: minID))
+        components.queryItems = items
+        return components.url?.absoluteString ?? url.absoluteString
+    }
+
+    static func emptyFeedCursor(_ configuration: HTTPFeedConfiguration) -> String {
+        guard let minID = configuration.emptyFeedMinID else { return configuration.url.absoluteString }
+        return url(configuration.url, minID: minID)
+    }
+}

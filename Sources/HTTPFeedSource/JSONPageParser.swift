@@ -1,0 +1,306 @@
+import Foundation
+import SyncCore
+
+/// Splits a page body (a JSON array of objects) into items, keeping each object's bytes exactly
+/// as received.
+///
+/// A full validating scan (RFC 8259) rather than `JSONSerialization`: decoding and re-encoding
+/// would change the bytes (key order, escapes, number spelling), and the store keeps the
+/// server's bytes. The whole body is validated before any item is returned, so a truncated or
+/// corrupt page is rejected as a unit and nothing from it is stored.
+public struct JSONPageParser: Sendable {
+    /// The key that carries each item's id; its value must be a string or an integer.
+    public var idField: String
+    /// Deeper nesting is rejected instead of risking the stack.
+    public var maxDepth = 256
+
+    public init(idField: String = "id") {
+        self.idField = idField
+    }
+
+    /// The page's items in body order (servers send newest first).
+    public func parse(_ body: [UInt8]) throws(FeedError) -> [FeedItem] {
+        guard String(validating: body, as: UTF8.self) != nil else {
+            throw FeedError(.malformed, "page body is not valid UTF-8")
+        }
+        var scanner = JSONScanner(bytes: body, idKey: Array(idField.utf8), maxDepth: maxDepth)
+        do {
+            return try scanner.page()
+        } catch {
+            throw FeedError(.malformed, "malformed page: \(error.message)")
+        }
+    }
+}
+
+struct JSONSyntaxError: Error {
+    var message: String
+}
+
+/// The scanner behind ``JSONPageParser``.
+struct JSONScanner {
+    let bytes: [UInt8]
+    let idKey: [UInt8]
+    let maxDepth: Int
+    var index = 0
+
+    init(bytes: [UInt8], idKey: [UInt8], maxDepth: Int) {
+        self.bytes = bytes
+        self.idKey = idKey
+        self.maxDepth = maxDepth
+    }
+
+    mutating func page() throws(JSONSyntaxError) -> [FeedItem] {
+        skipWhitespace()
+        guard let first = peek() else { throw JSONSyntaxError(message: "empty body") }
+        guard first == UInt8(ascii: "[") else {
+            throw JSONSyntaxError(message: "expected a JSON array of items, body starts with \(describe(first))")
+        }
+        index += 1
+        var items: [FeedItem] = []
+        var seen = Set<String>()
+        skipWhitespace()
+        if peek() == UInt8(ascii: "]") {
+            index += 1
+        } else {
+            while true {
+                skipWhitespace()
+                guard peek() == UInt8(ascii: "{") else {
+                    throw error(items.count, "expected an object")
+                }
+                let start = index
+                let id = try object(depth: 1, captureID: true)
+                guard let id else {
+                    throw JSONSyntaxError(message: "item \(items.count) has no \"\(String(decoding: idKey, as: UTF8.self))\" string or integer")
+                }
+                guard seen.insert(id).inserted else {
+                    throw JSONSyntaxError(message: "id \"\(id)\" appears twice in one page")
+                }
+                items.append(FeedItem(id: id, payload: Data(bytes[start..<index])))
+                skipWhitespace()
+                guard let next = peek() else { throw truncated() }
+                index += 1
+                if next == UInt8(ascii: "]") { break }
+                guard next == UInt8(ascii: ",") else { throw error(items.count, "expected ',' or ']' but found \(describe(next))", at: index - 1) }
+            }
+        }
+        skipWhitespace()
+        guard index == bytes.count else {
+            throw JSONSyntaxError(message: "unexpected \(describe(bytes[index])) after the array at byte \(index)")
+        }
+        return items
+    }
+
+    /// Scans an object; at depth 1 with `captureID`, returns the id member's value.
+    private mutating func object(depth: Int, captureID: Bool) throws(JSONSyntaxError) -> String? {
+        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
+        index += 1  // {
+        var id: String?
+        skipWhitespace()
+        if peek() == UInt8(ascii: "}") {
+            index += 1
+            return nil
+        }
+        while true {
+            skipWhitespace()
+            guard let quote = peek() else { throw truncated() }
+            guard quote == UInt8(ascii: "\"") else { throw syntax("expected a member name but found \(describe(quote))") }
+            let key = try string()
+            skipWhitespace()
+            guard let colon = peek() else { throw truncated() }
+            guard colon == UInt8(ascii: ":") else { throw syntax("expected ':' but found \(describe(colon))") }
+            index += 1
+            skipWhitespace()
+            if captureID, key == idKey {
+                guard id == nil else { throw syntax("the id member appears twice in one item") }
+                id = try idValue()
+            } else {
+                try value(depth: depth)
+            }
+            skipWhitespace()
+            guard let next = peek() else { throw truncated() }
+            index += 1
+            if next == UInt8(ascii: "}") { return id }
+            guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or '}' but found \(describe(next))", at: index - 1) }
+        }
+    }
+
+    /// The id: a non-empty string, or an integer kept in its textual form (GitHub's numeric ids).
+    private mutating func idValue() throws(JSONSyntaxError) -> String {
+        guard let first = peek() else { throw truncated() }
+        if first == UInt8(ascii: "\"") {
+            let raw = try string()
+            guard !raw.isEmpty else { throw syntax("the id is an empty string") }
+            return String(decoding: raw, as: UTF8.self)
+        }
+        let start = index
+        if first == UInt8(ascii: "-") || isDigit(first) {
+            try number()
+            let text = bytes[start..<index]
+            guard text.allSatisfy({ isDigit($0) || $0 == UInt8(ascii: "-") }) else {
+                throw syntax("the id must be a string or an integer, not \(String(decoding: text, as: UTF8.self))", at: start)
+            }
+            return String(decoding: text, as: UTF8.self)
+        }
+        throw syntax("the id must be a string or an integer")
+    }
+
+    private mutating func value(depth: Int) throws(JSONSyntaxError) {
+        guard let c = peek() else { throw truncated() }
+        switch c {
+        case UInt8(ascii: "{"): _ = try object(depth: depth + 1, captureID: false)
+        case UInt8(ascii: "["): try array(depth: depth + 1)
+        case UInt8(ascii: "\""): _ = try string()
+        case UInt8(ascii: "t"): try literal("true")
+        case UInt8(ascii: "f"): try literal("false")
+        case UInt8(ascii: "n"): try literal("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
+        default: throw syntax("unexpected \(describe(c))")
+        }
+    }
+
+    private mutating func array(depth: Int) throws(JSONSyntaxError) {
+        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
+        index += 1  // [
+        skipWhitespace()
+        if peek() == UInt8(ascii: "]") {
+            index += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            try value(depth: depth)
+            skipWhitespace()
+            guard let next = peek() else { throw truncated() }
+            index += 1
+            if next == UInt8(ascii: "]") { return }
+            guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or ']' but found \(describe(next))", at: index - 1) }
+        }
+    }
+
+    /// Scans a string and returns its decoded UTF-8 bytes.
+    private mutating func string() throws(JSONSyntaxError) -> [UInt8] {
+        index += 1  // opening quote
+        var decoded: [UInt8] = []
+        while true {
+            guard let c = peek() else { throw truncated() }
+            index += 1
+            switch c {
+            case UInt8(ascii: "\""):
+                return decoded
+            case UInt8(ascii: "\\"):
+                guard let e = peek() else { throw truncated() }
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(e)
+                case UInt8(ascii: "b"): decoded.append(0x08)
+                case UInt8(ascii: "f"): decoded.append(0x0C)
+                case UInt8(ascii: "n"): decoded.append(0x0A)
+                case UInt8(ascii: "r"): decoded.append(0x0D)
+                case UInt8(ascii: "t"): decoded.append(0x09)
+                case UInt8(ascii: "u"):
+                    var unit = try hex4()
+                    if (0xD800...0xDBFF).contains(unit), peek() == UInt8(ascii: "\\"), index + 1 < bytes.count,
+                        bytes[index + 1] == UInt8(ascii: "u") {
+                        index += 2
+                        let low = try hex4()
+                        if (0xDC00...0xDFFF).contains(low) {
+                            unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                        } else {
+                            decoded.append(contentsOf: Array(String(Unicode.Scalar(0xFFFD)!).utf8))
+                            unit = low
+                        }
+                    }
+                    let scalar = Unicode.Scalar(unit) ?? Unicode.Scalar(0xFFFD)!
+                    decoded.append(contentsOf: Array(String(scalar).utf8))
+                default:
+                    throw syntax("invalid escape \\\(describe(e))", at: index - 2)
+                }
+            case 0x00..<0x20:
+                throw syntax("unescaped control character in a string", at: index - 1)
+            default:
+                decoded.append(c)
+            }
+        }
+    }
+
+    private mutating func hex4() throws(JSONSyntaxError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw truncated() }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let c = bytes[index]
+            let digit: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(c - UInt8(ascii: "A") + 10)
+            default: throw syntax("invalid \\u escape")
+            }
+            value = value * 16 + digit
+            index += 1
+        }
+        return value
+    }
+
+    private mutating func number() throws(JSONSyntaxError) {
+        if peek() == UInt8(ascii: "-") { index += 1 }
+        guard let first = peek() else { throw truncated() }
+        if first == UInt8(ascii: "0") {
+            index += 1
+        } else if isDigit(first) {
+            skipDigits()
+        } else {
+            throw syntax("invalid number")
+        }
+        if peek() == UInt8(ascii: ".") {
+            index += 1
+            guard let d = peek() else { throw truncated() }
+            guard isDigit(d) else { throw syntax("invalid number") }
+            skipDigits()
+        }
+        if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+            index += 1
+            if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+            guard let d = peek() else { throw truncated() }
+            guard isDigit(d) else { throw syntax("invalid number") }
+            skipDigits()
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
+        let expected = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
+        for byte in expected {
+            guard let c = peek() else { throw truncated() }
+            guard c == byte else { throw syntax("invalid literal") }
+            index += 1
+        }
+    }
+
+    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func skipWhitespace() {
+        while let c = peek(), c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { index += 1 }
+    }
+
+    private mutating func skipDigits() {
+        while let c = peek(), isDigit(c) { index += 1 }
+    }
+
+    private func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
+
+    private func describe(_ c: UInt8) -> String {
+        (0x21...0x7E).contains(c) ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x\(String(c, radix: 16))"
+    }
+
+    private func truncated() -> JSONSyntaxError {
+        JSONSyntaxError(message: "unexpected end of body after \(bytes.count) bytes (truncated?)")
+    }
+
+    private func syntax(_ message: String, at offset: Int? = nil) -> JSONSyntaxError {
+        JSONSyntaxError(message: "\(message) at byte \(offset ?? index)")
+    }
+
+    private func error(_ item: Int, _ message: String, at offset: Int? = nil) -> JSONSyntaxError {
+        guard peek() != nil else { return truncated() }
+        return JSONSyntaxError(message: "item \(item): \(message) at byte \(offset ?? index)")
+    }
+}

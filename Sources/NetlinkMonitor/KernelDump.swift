@@ -1,0 +1,39 @@
+import CNetlink
+import ConnectivityPolicy
+import Foundation
+
+extension NetlinkMonitor {
+    /// Reads the kernel's tables once with fresh sockets, bypassing any cache.
+    ///
+    /// Used to check a running monitor against the kernel, and by tools that want one look.
+    public static func dumpSnapshot(networkNamespacePath: String? = nil) async throws -> NetworkSnapshot {
+        try await withCheckedThrowingContinuation { (result: CheckedContinuation<NetworkSnapshot, any Error>) in
+            // A thread of its own: entering a namespace changes the calling thread for good.
+            let thread = Thread {
+                do throws(NetlinkError) {
+                    if let networkNamespacePath { try NetlinkEventLoop.enterNamespace(networkNamespacePath) }
+                    result.resume(returning: try dumpOnThisThread())
+                } catch {
+                    result.resume(throwing: error)
+                }
+            }
+            thread.start()
+        }
+    }
+
+    private static func dumpOnThisThread() throws(NetlinkError) -> NetworkSnapshot {
+        guard let socket = nl_socket_alloc() else { throw NetlinkError("nl_socket_alloc", errno: ENOMEM) }
+        defer { nl_socket_free(socket) }
+        try check("connect netlink socket", nl_connect(socket, NETLINK_ROUTE))
+        var links: OpaquePointer?, addresses: OpaquePointer?, routes: OpaquePointer?
+        defer {
+            nl_cache_free(links)
+            nl_cache_free(addresses)
+            nl_cache_free(routes)
+        }
+        try check("dump links", rtnl_link_alloc_cache(socket, AF_UNSPEC, &links))
+        try check("dump addresses", rtnl_addr_alloc_cache(socket, &addresses))
+        try check("dump routes", rtnl_route_alloc_cache(socket, AF_UNSPEC, 0, &routes))
+        return KernelObjects.snapshot(links: links, addresses: addresses, routes: routes)
+    }
+}

@@ -1,0 +1,95 @@
+import CNetlink
+import ConnectivityPolicy
+
+/// Conversions from libnl's cached objects to the policy's value types.
+enum KernelObjects {
+    static func address(_ addr: OpaquePointer?, family: Int32) -> IPAddress? {
+        guard let addr else { return nil }
+        let length = Int(nl_addr_get_len(addr))
+        if length == 0 {
+            // libnl represents "no address" (e.g. a default route's destination) with an empty nl_addr.
+            return .zero(family == AF_INET6 ? .ipv6 : .ipv4)
+        }
+        guard let raw = nl_addr_get_binary_addr(addr) else { return nil }
+        return IPAddress(bytes: UnsafeRawBufferPointer(start: raw, count: length))
+    }
+
+    static func link(_ object: OpaquePointer) -> LinkInfo {
+        let name = rtnl_link_get_name(object).map { String(cString: $0) } ?? ""
+        return LinkInfo(
+            index: rtnl_link_get_ifindex(object),
+            name: name,
+            flags: LinkFlags(rawValue: rtnl_link_get_flags(object)),
+            operState: OperState(rawValue: rtnl_link_get_operstate(object)) ?? .unknown
+        )
+    }
+
+    static func addressInfo(_ object: OpaquePointer) -> AddressInfo? {
+        let family = rtnl_addr_get_family(object)
+        guard family == AF_INET || family == AF_INET6,
+              let local = address(rtnl_addr_get_local(object), family: family)
+        else { return nil }
+        return AddressInfo(
+            linkIndex: rtnl_addr_get_ifindex(object),
+            address: local,
+            prefixLength: Int(rtnl_addr_get_prefixlen(object)),
+            scope: Scope(raw: UInt8(truncatingIfNeeded: rtnl_addr_get_scope(object))),
+            flags: AddressFlags(rawValue: rtnl_addr_get_flags(object))
+        )
+    }
+
+    static func route(_ object: OpaquePointer) -> RouteInfo? {
+        let family = Int32(rtnl_route_get_family(object))
+        guard family == AF_INET || family == AF_INET6,
+              let dst = rtnl_route_get_dst(object),
+              let destination = address(dst, family: family)
+        else { return nil }
+        // A single-path route carries RTNH_F_* in rtm_flags; libnl keeps them on the route.
+        let routeFlags = Int32(bitPattern: rtnl_route_get_flags(object))
+        let downMask = syncd_rtnh_f_linkdown() | syncd_rtnh_f_dead()
+        var hops: [NextHop] = []
+        let count = rtnl_route_get_nnexthops(object)
+        hops.reserveCapacity(Int(count))
+        for i in 0..<count {
+            guard let hop = rtnl_route_nexthop_n(object, i) else { continue }
+            let hopFlags = Int32(bitPattern: rtnl_route_nh_get_flags(hop))
+            hops.append(NextHop(
+                linkIndex: rtnl_route_nh_get_ifindex(hop),
+                gateway: rtnl_route_nh_get_gateway(hop).flatMap { address($0, family: family) },
+                isLinkDown: (hopFlags | routeFlags) & downMask != 0
+            ))
+        }
+        return RouteInfo(
+            destination: IPPrefix(address: destination, length: Int(nl_addr_get_prefixlen(dst))),
+            table: rtnl_route_get_table(object),
+            type: RouteType(raw: rtnl_route_get_type(object)),
+            priority: rtnl_route_get_priority(object),
+            nextHops: hops
+        )
+    }
+
+    /// Calls `body` with each object of a cache.
+    static func forEach(_ cache: OpaquePointer?, _ body: (OpaquePointer) -> Void) {
+        var object = nl_cache_get_first(cache)
+        while let current = object {
+            body(current)
+            object = nl_cache_get_next(current)
+        }
+    }
+
+    /// Builds a snapshot from the three caches.
+    static func snapshot(links: OpaquePointer?, addresses: OpaquePointer?, routes: OpaquePointer?) -> NetworkSnapshot {
+        var linkList: [LinkInfo] = []
+        var addressList: [AddressInfo] = []
+        var routeList: [RouteInfo] = []
+        linkList.reserveCapacity(Int(nl_cache_nitems(links)))
+        addressList.reserveCapacity(Int(nl_cache_nitems(addresses)))
+        routeList.reserveCapacity(Int(nl_cache_nitems(routes)))
+        // Per-family link messages (AF_INET6 protinfo, AF_BRIDGE) land in the cache as extra
+        // objects for the same interface; the interface itself is the AF_UNSPEC one.
+        forEach(links) { if rtnl_link_get_family($0) == AF_UNSPEC { linkList.append(link($0)) } }
+        forEach(addresses) { if let a = addressInfo($0) { addressList.append(a) } }
+        forEach(routes) { if let r = route($0) { routeList.append(r) } }
+        return NetworkSnapshot(links: linkList, addresses: addressList, routes: routeList)
+    }
+}

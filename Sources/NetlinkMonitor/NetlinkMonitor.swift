@@ -1,0 +1,206 @@
+import CNetlink
+import ConnectivityPolicy
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Watches the kernel's links, addresses and routes (IPv4 and IPv6) through libnl's cache
+/// manager and publishes a ``NetworkSnapshot`` whenever they change.
+///
+/// The monitor runs one thread that sleeps in `poll(2)` on the netlink socket: it never polls
+/// on a timer. It keeps its snapshot equal to the kernel's tables, including what the kernel does
+/// not announce: when a link loses or regains `IFF_UP`/`IFF_LOWER_UP`, IPv4 routes are flushed or
+/// their linkdown flag flips without a notification, so the route table is re-dumped (as
+/// NetworkManager does). When notifications overflow the socket buffer (`ENOBUFS`, reported by
+/// libnl as `NLE_NOMEM`), every table is re-dumped.
+///
+/// ```swift
+/// let monitor = NetlinkMonitor()
+/// try await monitor.start()
+/// for await snapshot in monitor.snapshots() {
+///     print(ConnectivityPolicy.evaluate(snapshot))
+/// }
+/// ```
+public final class NetlinkMonitor: Sendable {
+    /// How the monitor connects to the kernel.
+    public struct Configuration: Sendable {
+        /// Watch another network namespace (a path such as `/var/run/netns/NAME` or
+        /// `/proc/PID/ns/net`); `nil` watches the caller's own.
+        public var networkNamespacePath: String?
+        /// Receive buffer for notifications. libnl's 32 KiB default overflows after about 80
+        /// unread messages; NetworkManager uses 8 MiB. Above `net.core.rmem_max` it needs
+        /// CAP_NET_ADMIN (`SO_RCVBUFFORCE`), otherwise the kernel caps it.
+        public var receiveBufferSize: Int
+
+        public init(networkNamespacePath: String? = nil, receiveBufferSize: Int = 8 << 20) {
+            self.networkNamespacePath = networkNamespacePath
+            self.receiveBufferSize = receiveBufferSize
+        }
+    }
+
+    /// Counters that show how the monitor kept up.
+    public struct Statistics: Sendable, Hashable, Codable {
+        /// Wake-ups that found notifications to read.
+        public var batches: Int = 0
+        /// Times the kernel dropped notifications (`ENOBUFS`).
+        public var overflows: Int = 0
+        /// Route table re-dumps after a link lost or regained carrier or admin state.
+        public var routeResyncs: Int = 0
+        /// Re-dumps of every table after an overflow.
+        public var fullResyncs: Int = 0
+        /// Snapshots published (only changes are published).
+        public var snapshotsPublished: Int = 0
+        /// The receive buffer the kernel granted, in bytes.
+        public var receiveBufferBytes: Int = 0
+    }
+
+    private struct State: ~Copyable {
+        var snapshot = NetworkSnapshot()
+        var statistics = Statistics()
+        var subscribers: [Int: AsyncStream<NetworkSnapshot>.Continuation] = [:]
+        var nextSubscriber = 0
+        var running = false
+        var finished = false
+        /// Write end of the pipe that wakes the loop thread to stop.
+        var wakeFD: Int32 = -1
+        var stopped: DispatchSemaphore?
+    }
+
+    public let configuration: Configuration
+    let logger: Logger
+    private let state = Mutex(State())
+
+    public init(configuration: Configuration = .init(), logger: Logger = Logger(label: "syncd.netlink")) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Opens the netlink sockets, dumps the tables and starts following changes.
+    ///
+    /// Returns once the first snapshot is available. Throws ``NetlinkError`` with libnl's
+    /// message when a socket cannot be opened or a dump fails.
+    public func start() async throws {
+        let (readFD, writeFD) = try Self.makePipe()
+        let stopped = DispatchSemaphore(value: 0)
+        try state.withLock { state throws(NetlinkError) in
+            guard !state.running, !state.finished else { throw NetlinkError("start", errno: EALREADY) }
+            state.running = true
+            state.wakeFD = writeFD
+            state.stopped = stopped
+        }
+        let configuration = self.configuration
+        do {
+            try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
+                let thread = Thread { [self] in
+                    defer { stopped.signal() }
+                    let loop: NetlinkEventLoop
+                    do {
+                        loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
+                    } catch {
+                        close(readFD)
+                        ready.resume(throwing: error)
+                        return
+                    }
+                    ready.resume()
+                    loop.run(wakeFD: readFD)
+                    close(readFD)
+                    self.finishSubscribers()
+                }
+                thread.name = "syncd-netlink"
+                thread.start()
+            }
+        } catch {
+            state.withLock { state in
+                close(state.wakeFD)
+                state.wakeFD = -1
+                state.running = false
+                state.stopped = nil
+            }
+            throw error
+        }
+    }
+
+    /// Stops following changes and finishes every snapshot stream. Safe to call more than once.
+    public func stop() {
+        let (fd, stopped) = state.withLock { state -> (Int32, DispatchSemaphore?) in
+            defer {
+                state.wakeFD = -1
+                state.stopped = nil
+                state.running = false
+            }
+            return (state.wakeFD, state.stopped)
+        }
+        guard fd >= 0 else { return }
+        var byte: UInt8 = 1
+        _ = write(fd, &byte, 1)
+        stopped?.wait()
+        close(fd)
+    }
+
+    /// The latest snapshot of the kernel's tables.
+    public var snapshot: NetworkSnapshot { state.withLock { $0.snapshot } }
+
+    /// Counters since start.
+    public var statistics: Statistics { state.withLock { $0.statistics } }
+
+    /// A stream that yields the current snapshot, then every changed one. A slow consumer sees
+    /// the newest snapshot, not a backlog. The stream finishes when the monitor stops.
+    public func snapshots() -> AsyncStream<NetworkSnapshot> {
+        let (stream, continuation) = AsyncStream<NetworkSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id: Int? = state.withLock { state in
+            if state.finished { return nil }
+            let id = state.nextSubscriber
+            state.nextSubscriber += 1
+            state.subscribers[id] = continuation
+            if state.running { continuation.yield(state.snapshot) }
+            return id
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    // MARK: Called from the loop thread
+
+    func publish(_ snapshot: NetworkSnapshot) {
+        state.withLock { state in
+            state.snapshot = snapshot
+            state.statistics.snapshotsPublished += 1
+            for continuation in state.subscribers.values { continuation.yield(snapshot) }
+        }
+    }
+
+    func updateStatistics(_ body: (inout Statistics) -> Void) {
+        state.withLock { body(&$0.statistics) }
+    }
+
+    private func finishSubscribers() {
+        let subscribers = state.withLock { state in
+            state.finished = true
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for continuation in subscribers { continuation.finish() }
+    }
+
+    private static func makePipe() throws(NetlinkError) -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw NetlinkError("pipe", errno: errno) }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+}

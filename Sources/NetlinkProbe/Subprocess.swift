@@ -1,0 +1,49 @@
+import Foundation
+import Synchronization
+
+/// A command that exited unsuccessfully.
+public struct CommandFailed: Error, CustomStringConvertible {
+    public var command: [String]
+    public var status: Int32
+    public var stderr: String
+    public var description: String { "`\(command.joined(separator: " "))` exited \(status): \(stderr)" }
+}
+
+/// Runs a program to completion and returns its standard output.
+///
+/// `PATH` is searched for the program; standard error is captured for the error message.
+@discardableResult
+public func runCommand(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let inputPipe = Pipe()
+    process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+    try process.run()
+    if let input {
+        inputPipe.fileHandleForWriting.write(Data(input.utf8))
+        try? inputPipe.fileHandleForWriting.close()
+    }
+    // Read both pipes before waiting so a chatty child cannot block on a full pipe.
+    let errData = LockedData()
+    let errThread = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+    errThread.start()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    while !errData.isSet { usleep(1000) }
+    let stdout = String(decoding: outData, as: UTF8.self)
+    if process.terminationStatus != 0 && !allowFailure {
+        throw CommandFailed(command: arguments, status: process.terminationStatus, stderr: String(decoding: errData.value, as: UTF8.self))
+    }
+    return stdout
+}
+
+private final class LockedData: Sendable {
+    private let storage = Mutex<(Data, Bool)>((Data(), false))
+    func set(_ data: Data) { storage.withLock { $0 = (data, true) } }
+    var isSet: Bool { storage.withLock { $0.1 } }
+    var value: Data { storage.withLock { $0.0 } }
+}

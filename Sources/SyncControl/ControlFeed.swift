@@ -1,0 +1,104 @@
+import Foundation
+
+/// The state of one load direction of a feed (first load, older pages, newer items).
+public struct ControlDirection: Sendable, Hashable, Codable {
+    public enum Phase: String, Sendable, Hashable, Codable {
+        case idle, loading, failed, loaded
+    }
+
+    public var phase: Phase
+    /// Waiting for connectivity; orthogonal to the phase.
+    public var paused: Bool
+    /// Failed: a message safe to show.
+    public var error: String?
+    /// Failed: attempts made so far.
+    public var attempt: Int?
+    /// Failed: when the next automatic attempt is due (`nil`: only on request).
+    public var nextRetryAt: Date?
+
+    public init(phase: Phase, paused: Bool = false, error: String? = nil, attempt: Int? = nil, nextRetryAt: Date? = nil) {
+        self.phase = phase
+        self.paused = paused
+        self.error = error
+        self.attempt = attempt
+        self.nextRetryAt = nextRetryAt
+    }
+
+    public static let idle = ControlDirection(phase: .idle)
+    public static let loading = ControlDirection(phase: .loading)
+    public static let loaded = ControlDirection(phase: .loaded)
+
+    public static func failed(_ error: String, attempt: Int, nextRetryAt: Date?, paused: Bool = false) -> ControlDirection {
+        ControlDirection(phase: .failed, paused: paused, error: error, attempt: attempt, nextRetryAt: nextRetryAt)
+    }
+}
+
+/// One feed: per-direction state, counts and what a client should show.
+public struct ControlFeed: Sendable, Hashable, Codable {
+    public var name: String
+    /// Where the feed comes from, e.g. its URL (without credentials).
+    public var source: String?
+    public var initial: ControlDirection
+    public var older: ControlDirection
+    public var newer: ControlDirection
+    public var endReached: Bool
+    /// Loaded and without items.
+    public var empty: Bool
+    public var itemCount: Int
+    public var lastSync: Date?
+    /// The earliest scheduled retry of any direction; computed when `nil` is passed.
+    public var nextRetryAt: Date?
+    public var presentation: ControlPresentation
+
+    public init(
+        name: String,
+        source: String? = nil,
+        initial: ControlDirection = .idle,
+        older: ControlDirection = .idle,
+        newer: ControlDirection = .idle,
+        endReached: Bool = false,
+        empty: Bool = false,
+        itemCount: Int = 0,
+        lastSync: Date? = nil,
+        nextRetryAt: Date? = nil,
+        presentation: ControlPresentation
+    ) {
+        self.name = name
+        self.source = source
+        self.initial = initial
+        self.older = older
+        self.newer = newer
+        self.endReached = endReached
+        self.empty = empty
+        self.itemCount = itemCount
+        self.lastSync = lastSync
+        self.nextRetryAt = nextRetryAt ?? [initial, older, newer].compactMap(\.nextRetryAt).min()
+        self.presentation = presentation
+    }
+
+    /// Every direction, labelled, in display order.
+    public var directions: [(label: String, state: ControlDirection)] {
+        [("initial", initial), ("older", older), ("newer", newer)]
+    }
+}
+
+/// The whole daemon: connectivity and every feed.
+public struct ControlStatus: Sendable, Hashable, Codable {
+    /// The daemon's version.
+    public var version: String
+    public var connectivity: ControlConnectivity
+    /// Present while offline.
+    public var banner: ControlOfflineBanner?
+    public var feeds: [ControlFeed]
+
+    public init(version: String, connectivity: ControlConnectivity, banner: ControlOfflineBanner? = nil, feeds: [ControlFeed]) {
+        self.version = version
+        self.connectivity = connectivity
+        self.banner = banner
+        self.feeds = feeds
+    }
+
+    public func feed(named name: String) -> ControlFeed? {
+        feeds.first { $0.name == name }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import SyncCore
+import Varlink
+
+/// A stored item as `ListItems` returns it.
+public struct ControlItem: Sendable, Hashable, Codable {
+    public var id: String
+    public var summary: String
+    /// The JSON object the server sent.
+    public var payload: JSONValue
+
+    public init(id: String, summary: String, payload: JSONValue) {
+        self.id = id
+        self.summary = summary
+        self.payload = payload
+    }
+
+    /// Wraps a stored item; a payload that is not a JSON object is kept as `{"raw": text}` so
+    /// the reply still matches the interface's `object` type.
+    public init(_ item: FeedItem) {
+        let parsed = try? VarlinkCoding.makeDecoder().decode(JSONValue.self, from: item.payload)
+        let payload: JSONValue
+        if case .object? = parsed {
+            payload = parsed!
+        } else {
+            payload = .object(["raw": .string(String(decoding: item.payload, as: UTF8.self))])
+        }
+        self.init(id: item.id, summary: ItemSummary.summary(of: parsed ?? .null, fallback: item.id), payload: payload)
+    }
+}
+
+/// One page of `ListItems`.
+public struct ControlItemPage: Sendable, Hashable, Codable {
+    public var items: [ControlItem]
+    /// Pass as `after` to get the next page; `nil` at the end.
+    public var next: String?
+
+    public init(items: [ControlItem], next: String?) {
+        self.items = items
+        self.next = next
+    }
+}
+
+extension ControlRow {
+    /// A content row for a stored item, with a one-line summary taken from its JSON.
+    public init(_ item: FeedItem, maxLength: Int = ItemSummary.defaultMaxLength) {
+        let parsed = (try? VarlinkCoding.makeDecoder().decode(JSONValue.self, from: item.payload)) ?? .null
+        self.init(id: item.id, summary: ItemSummary.summary(of: parsed, fallback: item.id, maxLength: maxLength))
+    }
+}
+
+/// One line of text for an item whose JSON shape is not known in advance (Mastodon statuses,
+/// GitHub issues, plain records).
+public enum ItemSummary {
+    public static let defaultMaxLength = 120
+
+    /// Fields tried in order; the first non-empty string wins.
+    static let preferredKeys = ["title", "name", "summary", "spoiler_text", "content", "text", "body", "message", "description"]
+
+    public static func summary(of payload: JSONValue, fallback: String, maxLength: Int = defaultMaxLength) -> String {
+        var text = fallback
+        if let object = payload.objectValue {
+            for key in preferredKeys {
+                if let value = object[key]?.stringValue {
+                    let cleaned = clean(value)
+                    if !cleaned.isEmpty { text = cleaned; break }
+                }
+            }
+        } else if let value = payload.stringValue {
+            text = clean(value)
+        }
+        return truncate(text, to: maxLength)
+    }
+
+    /// Drops HTML tags (Mastodon sends HTML) and folds whitespace onto one line.
+    static func clean(_ text: String) -> String {
+        var result = ""
+        var inTag = false
+        for character in text {
+            if character == "<" { inTag = true; result.append(" "); continue }
+            if character == ">" && inTag { inTag = false; continue }
+            if !inTag { result.append(character) }
+        }
+        for (entity, replacement) in [("&amp;", "&"), ("&lt;", "<"), ("&gt;", ">"), ("&quot;", "\""), ("&#39;", "'"), ("&nbsp;", " ")] {
+            result = result.replacingOccurrences(of: entity, with: replacement)
+        }
+        return result.split(whereSeparator: { $0.isWhitespace || $0.isNewline }).joined(separator: " ")
+    }
+
+    static func truncate(_ text: String, to maxLength: Int) -> String {
+        guard text.count > maxLength, maxLength > 1 else { return text }
+        return String(text.prefix(maxLength - 1)) + "…"
+    }
+}

@@ -1,0 +1,9 @@
+import Foundation
+import Varlink
+
+/// JSON in the wire's conventions (RFC 3339 dates, sorted keys), for `--json` output and for
+/// clients that store or forward the DTOs.
+public enum ControlJSON {
+    public static func makeEncoder() -> JSONEncoder { VarlinkCoding.makeEncoder() }
+    public static func makeDecoder() -> JSONDecoder { VarlinkCoding.makeDecoder() }
+}

@@ -1,0 +1,33 @@
+/// One word for a feed's overall condition, and the colour of its dot.
+public enum FeedCondition: String, Sendable, Hashable {
+    case failed, paused, loading, degraded, empty, synced, idle
+
+    public init(_ feed: ControlFeed) {
+        let directions = [feed.initial, feed.older, feed.newer]
+        if feed.initial.phase == .failed && !feed.initial.paused {
+            self = .failed
+        } else if directions.contains(where: \.paused) {
+            self = .paused
+        } else if directions.contains(where: { $0.phase == .loading }) {
+            self = .loading
+        } else if directions.contains(where: { $0.phase == .failed }) {
+            self = .degraded
+        } else if feed.empty {
+            self = .empty
+        } else if feed.initial.phase == .loaded {
+            self = .synced
+        } else {
+            self = .idle
+        }
+    }
+
+    public var dotColor: ANSI {
+        switch self {
+        case .failed: .brightRed
+        case .degraded: .red
+        case .paused, .loading: .yellow
+        case .synced, .empty: .green
+        case .idle: .grey
+        }
+    }
+}

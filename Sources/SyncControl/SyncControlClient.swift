@@ -1,0 +1,113 @@
+import Foundation
+import Varlink
+
+/// A Swift client of syncd's control socket, so Swift programs need not speak Varlink.
+///
+/// Every call opens its own short connection; ``watch()`` keeps one open while iterated.
+/// Failures are ``SyncControlError``s.
+public struct SyncControlClient: Sendable {
+    /// Where syncd listens by default (`RuntimeDirectory=syncd`).
+    public static let defaultSocketPath = "/run/syncd/io.syncd"
+
+    public let socketPath: String
+    private let client: VarlinkClient
+
+    public init(socketPath: String = SyncControlClient.defaultSocketPath) {
+        self.socketPath = socketPath
+        self.client = VarlinkClient(socketPath: socketPath)
+    }
+
+    /// The socket path from `SYNCD_SOCKET`, else the default.
+    public static func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        environment["SYNCD_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultSocketPath
+    }
+
+    public func status() async throws -> ControlStatus {
+        try await call("GetStatus", VarlinkEmpty(), as: SyncControlServer.StatusResult.self).status
+    }
+
+    /// The current status, then every change, until the consumer stops or syncd goes away.
+    public func watch() -> AsyncThrowingStream<ControlStatus, any Error> {
+        let client = self.client
+        let socketPath = self.socketPath
+        return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let task = Task {
+                do {
+                    try await client.withConnection { connection in
+                        try await connection.callMore("\(SyncdInterface.name).Watch") { parameters in
+                            let result = try VarlinkCoding.decode(SyncControlServer.StatusResult.self, from: .object(parameters))
+                            continuation.yield(result.status)
+                            return !Task.isCancelled
+                        }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: Self.translate(error, method: "Watch", socketPath: socketPath))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Triggers loading newer items; returns the feeds affected.
+    @discardableResult
+    public func refresh(feed: String? = nil) async throws -> [String] {
+        try await call("Refresh", SyncControlServer.FeedParameter(feed: feed), as: SyncControlServer.FeedsResult.self).feeds
+    }
+
+    /// Triggers loading the next older page.
+    @discardableResult
+    public func loadOlder(feed: String? = nil) async throws -> [String] {
+        try await call("LoadOlder", SyncControlServer.FeedParameter(feed: feed), as: SyncControlServer.FeedsResult.self).feeds
+    }
+
+    /// Retries failed loads now.
+    @discardableResult
+    public func retry(feed: String? = nil) async throws -> [String] {
+        try await call("Retry", SyncControlServer.FeedParameter(feed: feed), as: SyncControlServer.FeedsResult.self).feeds
+    }
+
+    /// One page of stored items, newest first.
+    public func items(feed: String, limit: Int? = nil, after: String? = nil) async throws -> ControlItemPage {
+        try await call("ListItems", SyncControlServer.ListItemsParameters(feed: feed, limit: limit, after: after), as: ControlItemPage.self)
+    }
+
+    /// What `org.varlink.service.GetInfo` says (vendor, version, interfaces).
+    public func serviceInfo() async throws -> [String: JSONValue] {
+        do {
+            return try await client.call("org.varlink.service.GetInfo")
+        } catch {
+            throw Self.translate(error, method: "GetInfo", socketPath: socketPath)
+        }
+    }
+
+    private func call<Parameters: Encodable & Sendable, Result: Decodable & Sendable>(
+        _ member: String, _ parameters: Parameters, as: Result.Type
+    ) async throws -> Result {
+        do {
+            return try await client.call("\(SyncdInterface.name).\(member)", parameters: parameters, returning: Result.self)
+        } catch {
+            throw Self.translate(error, method: member, socketPath: socketPath)
+        }
+    }
+
+    static func translate(_ error: any Error, method: String, socketPath: String) -> any Error {
+        switch error {
+        case let error as VarlinkConnectError:
+            return SyncControlError.unreachable(socket: socketPath, reason: error.reason)
+        case let error as VarlinkError:
+            switch error.name {
+            case "io.syncd.FeedNotFound": return SyncControlError.feedNotFound(error.string("feed") ?? "")
+            case "io.syncd.InvalidCursor": return SyncControlError.invalidCursor(error.string("after") ?? "")
+            case "io.syncd.NotReady": return SyncControlError.notReady(feed: error.string("feed") ?? "", reason: error.string("reason") ?? "")
+            case VarlinkError.permissionDenied.name: return SyncControlError.permissionDenied(method: method)
+            case "io.syncd.InternalError": return SyncControlError.remote(VarlinkErrorDescription(name: error.name, text: "syncd failed: \(error.string("message") ?? "internal error")"))
+            default: return SyncControlError.remote(VarlinkErrorDescription(name: error.name, text: error.description))
+            }
+        case let error as VarlinkProtocolError:
+            return SyncControlError.remote(VarlinkErrorDescription(name: "protocol", text: error.description))
+        default:
+            return error
+        }
+    }
+}

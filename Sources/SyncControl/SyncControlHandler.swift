@@ -1,0 +1,68 @@
+/// What syncd implements to serve the `io.syncd` interface.
+///
+/// Permission checks, parameter validation and the wire format are done by
+/// ``SyncControlServer``; a handler only answers. Throw ``SyncControlError`` for the
+/// interface's own errors; anything else becomes `io.syncd.InternalError` (and is logged).
+public protocol SyncControlHandler: Sendable {
+    /// The current status.
+    func status() async throws -> ControlStatus
+
+    /// The current status first, then a new value whenever anything changes.
+    ///
+    /// ``StatusBroadcaster/updates()`` is a ready-made implementation. The server keeps only
+    /// the newest undelivered value per client, so a slow client never makes it buffer more.
+    func statusUpdates() async -> AsyncStream<ControlStatus>
+
+    /// Starts loading newer items of `feed`, or of every feed when `nil`; returns the feeds
+    /// whose load was triggered (a load already running counts).
+    func refresh(feed: String?) async throws -> [String]
+
+    /// Starts loading the next older page of `feed` (or every feed).
+    func loadOlder(feed: String?) async throws -> [String]
+
+    /// Retries failed loads of `feed` (or every feed) now, skipping the backoff wait.
+    func retry(feed: String?) async throws -> [String]
+
+    /// Stored items of `feed`, newest first, after the item with id `after`.
+    /// `limit` is already clamped to 1...``SyncControlServer/Configuration/maxItemsPerPage``.
+    func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage
+}
+
+/// Errors of the `io.syncd` interface, on both sides of the socket.
+public enum SyncControlError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No feed of that name is configured.
+    case feedNotFound(String)
+    /// `after` does not name an item of the feed.
+    case invalidCursor(String)
+    /// The feed cannot do that now (e.g. load older before the first load succeeded).
+    case notReady(feed: String, reason: String)
+    /// The caller is neither root nor in the control group (client side only).
+    case permissionDenied(method: String)
+    /// syncd is not reachable (client side only).
+    case unreachable(socket: String, reason: String)
+    /// Any other error reply (client side only).
+    case remote(VarlinkErrorDescription)
+
+    public var description: String {
+        switch self {
+        case .feedNotFound(let feed): "no feed named '\(feed)'"
+        case .invalidCursor(let after): "'\(after)' is not an item of this feed"
+        case .notReady(let feed, let reason): "feed '\(feed)' is not ready: \(reason)"
+        case .permissionDenied(let method): "permission denied: \(method) needs root or membership in syncd's control group"
+        case .unreachable(let socket, let reason): "syncd is not running (cannot connect to \(socket): \(reason))"
+        case .remote(let error): error.text
+        }
+    }
+}
+
+/// A Varlink error rendered for people, kept apart from `VarlinkError` so
+/// ``SyncControlError`` needs no knowledge of the protocol module's types.
+public struct VarlinkErrorDescription: Sendable, Hashable {
+    public var name: String
+    public var text: String
+
+    public init(name: String, text: String) {
+        self.name = name
+        self.text = text
+    }
+}

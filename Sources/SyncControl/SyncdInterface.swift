@@ -1,0 +1,143 @@
+/// The `io.syncd` Varlink interface definition.
+///
+/// The text is compiled in rather than read from the bundled `io.syncd.varlink` resource so an
+/// installed `syncd` binary works without its resource bundle next to it; a test keeps the two
+/// identical.
+public enum SyncdInterface {
+    public static let name = "io.syncd"
+
+    public static let description = """
+    # Control interface of syncd, the connectivity-aware feed sync agent.
+    #
+    # Read-only methods (GetStatus, Watch, ListItems) are open to every local user.
+    # Refresh, LoadOlder and Retry change state and are allowed only for root and
+    # members of the configured control group; others get
+    # org.varlink.service.PermissionDenied. Times are RFC 3339 strings in UTC.
+    interface io.syncd
+
+    # Why the feeds are unreachable.
+    type OfflineBanner (
+      reason: (no_carrier, no_address, no_route, unknown),
+      # When connectivity was lost.
+      since: string,
+      # A sentence for the user.
+      message: string
+    )
+
+    # Online: the link and family of the route that reaches the feed hosts.
+    # Offline: the reason. Either way, since when.
+    type Connectivity (
+      state: (online, offline),
+      link: ?string,
+      family: ?(ipv4, ipv6),
+      reason: ?(no_carrier, no_address, no_route, unknown),
+      since: ?string
+    )
+
+    # One load direction of a feed: the first load, older pages or newer items.
+    type Direction (
+      phase: (idle, loading, failed, loaded),
+      # Waiting for connectivity; a paused load spends no retry budget.
+      paused: bool,
+      # Failed: what went wrong, how many attempts so far, when the next one is due.
+      error: ?string,
+      attempt: ?int,
+      nextRetryAt: ?string
+    )
+
+    # One row of the content list.
+    type Row (
+      id: string,
+      summary: string
+    )
+
+    # The footer below the content: loading older, a failed load with a retry hint, or the end.
+    type OlderFooter (
+      kind: (spinner, error, end),
+      message: ?string
+    )
+
+    # A transient notice above the content: new items arrived, or loading newer failed.
+    type NewerNotice (
+      kind: (new_items, error),
+      message: string,
+      count: ?int
+    )
+
+    # What a client shows for a feed: exactly one main view plus overlays.
+    type Presentation (
+      main: (skeleton, content, empty, error),
+      # Skeleton: how many placeholder rows to draw.
+      skeletonRows: ?int,
+      # Content: the newest rows.
+      rows: ?[]Row,
+      # Error: why the first load failed.
+      errorMessage: ?string,
+      offlineBanner: ?OfflineBanner,
+      olderFooter: ?OlderFooter,
+      newerNotice: ?NewerNotice
+    )
+
+    type Feed (
+      name: string,
+      # Where the feed comes from, e.g. its URL.
+      source: ?string,
+      initial: Direction,
+      older: Direction,
+      newer: Direction,
+      # The oldest page has been reached.
+      endReached: bool,
+      # Loaded, and the feed has no items.
+      empty: bool,
+      itemCount: int,
+      lastSync: ?string,
+      # The earliest scheduled retry of any direction.
+      nextRetryAt: ?string,
+      presentation: Presentation
+    )
+
+    type Status (
+      version: string,
+      connectivity: Connectivity,
+      # Present while offline.
+      banner: ?OfflineBanner,
+      feeds: []Feed
+    )
+
+    # A stored item: its id, a one-line summary and the JSON object the server sent.
+    type Item (
+      id: string,
+      summary: string,
+      payload: object
+    )
+
+    # The current status.
+    method GetStatus() -> (status: Status)
+
+    # The current status, then a new one whenever anything changes. Needs 'more'.
+    method Watch() -> (status: Status)
+
+    # Loads newer items of one feed, or of every feed when feed is omitted.
+    method Refresh(feed: ?string) -> (feeds: []string)
+
+    # Loads the next older page.
+    method LoadOlder(feed: ?string) -> (feeds: []string)
+
+    # Retries failed loads now, without waiting for the backoff.
+    method Retry(feed: ?string) -> (feeds: []string)
+
+    # Stored items, newest first. after: the id of the last item of the previous page.
+    # next is set when more items follow.
+    method ListItems(feed: string, limit: ?int, after: ?string) -> (items: []Item, next: ?string)
+
+    error FeedNotFound (feed: string)
+
+    # The cursor passed as after is not an item of the feed.
+    error InvalidCursor (after: string)
+
+    # The feed cannot do that now, e.g. load older before its first load succeeded.
+    error NotReady (feed: string, reason: string)
+
+    error InternalError (message: string)
+    """
+}

@@ -1,0 +1,267 @@
+import ConnectivityPolicy
+import Foundation
+import Logging
+import SyncCore
+
+/// Keeps one feed in sync: drives its ``FeedMachine`` with a ``FeedSource``, a ``FeedStore``,
+/// connectivity verdicts, triggers and timers.
+///
+/// Each feed is its own actor, so a slow or failing feed never blocks another. Requests run in
+/// child tasks off the actor; going offline cancels them (the source sees `CancellationError`)
+/// and an answer that arrives after its request was cancelled is dropped, never committed.
+///
+/// Time comes from the injected clock (a `TestClock` in tests) and jitter from the injected
+/// ``RandomSource``: nothing here reads the real time.
+public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
+    /// The feed's identifier.
+    public nonisolated let feed: String
+    private var machine: FeedMachine
+    private let source: any FeedSource
+    private let store: any FeedStore
+    private let time: TimeBase<C>
+    private var random: AnyRandomSource
+    private let logger: Logger
+
+    private var requests: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
+    private var timers: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
+    private var background: [Task<Void, Never>] = []
+    private var started = false
+    private var stopped = false
+    private var published: FeedState
+    private let broadcast = StateBroadcast()
+    private let parentBroadcast: StateBroadcast?
+
+    /// Opens a feed: reads what the store holds for it. Call ``start()`` to begin syncing.
+    ///
+    /// - Parameters:
+    ///   - clock: schedules retries, reconnect spread and periodic refresh.
+    ///   - random: jitter for backoff and reconnect spread.
+    ///   - wallOrigin: the wall-clock date of the clock's current instant, for the dates in
+    ///     ``FeedState`` (offline since, next retry, last sync).
+    public init(
+        feed: String,
+        source: any FeedSource,
+        store: any FeedStore,
+        configuration: SyncConfiguration = .default,
+        clock: C,
+        random: any RandomSource = SystemRandomSource(),
+        wallOrigin: Date = Date(),
+        logger: Logger = Logger(label: "syncd.feed")
+    ) async throws {
+        let persisted = try await store.load(feed: feed)
+        self.init(
+            feed: feed, source: source, store: store, persisted: persisted, configuration: configuration,
+            time: TimeBase(clock: clock, wallOrigin: wallOrigin), random: random, logger: logger, parent: nil
+        )
+    }
+
+    init(
+        feed: String,
+        source: any FeedSource,
+        store: any FeedStore,
+        persisted: PersistedFeed,
+        configuration: SyncConfiguration,
+        time: TimeBase<C>,
+        random: any RandomSource,
+        logger: Logger,
+        parent: StateBroadcast?
+    ) {
+        self.feed = feed
+        self.source = source
+        self.store = store
+        self.time = time
+        self.random = AnyRandomSource(random)
+        var logger = logger
+        logger[metadataKey: "feed"] = "\(feed)"
+        self.logger = logger
+        self.parentBroadcast = parent
+        self.machine = FeedMachine(feed: feed, persisted: persisted, configuration: configuration)
+        self.published = machine.state
+    }
+
+    // MARK: Reading
+
+    /// The feed's current state.
+    public var state: FeedState { machine.state }
+
+    /// The feed's configuration.
+    public var configuration: SyncConfiguration { machine.configuration }
+
+    /// The current state, then every change, until ``stop()``.
+    public func states() -> AsyncStream<FeedState> {
+        broadcast.subscribe(initial: [machine.state])
+    }
+
+    /// Stored items, newest first.
+    public func items(offset: Int = 0, limit: Int = 50) async throws -> [FeedItem] {
+        try await store.items(feed: feed, offset: offset, limit: limit)
+    }
+
+    // MARK: Control
+
+    /// Begins syncing: the first load, or for a feed loaded in an earlier run, a refresh from the
+    /// stored cursors (and backfill). Feed a connectivity verdict first when one is known: an
+    /// unknown connectivity counts as online, as in TanStack Query.
+    public func start() {
+        guard !started, !stopped else { return }
+        started = true
+        startPeriodicRefresh()
+        apply(.start)
+    }
+
+    /// Stops syncing: cancels requests, timers and verdict following, and ends state streams.
+    public func stop() {
+        guard !stopped else { return }
+        stopped = true
+        for (_, entry) in requests { entry.task.cancel() }
+        for (_, entry) in timers { entry.task.cancel() }
+        for task in background { task.cancel() }
+        requests = [:]
+        timers = [:]
+        background = []
+        broadcast.finish()
+    }
+
+    /// Loads newer items (pull to refresh); before a first successful load, retries it.
+    public func refresh() { apply(.refresh) }
+
+    /// Loads the next older page, unless the end is reached or one is loading.
+    public func loadOlder() { apply(.loadOlder) }
+
+    /// Retries what failed: the first load if it failed, otherwise failed older and newer loads.
+    /// Permanent errors are retried too: a manual retry is the only way they are.
+    public func retry() { apply(.retry) }
+
+    /// Applies a connectivity verdict for the feed's host.
+    public func connectivityChanged(_ verdict: Verdict) {
+        logger.debug("connectivity", metadata: ["verdict": "\(verdict)"])
+        apply(FeedEvent(verdict))
+    }
+
+    /// Follows a stream of connectivity verdicts for the feed's host until it ends or ``stop()``.
+    public func follow<S: AsyncSequence & Sendable>(_ verdicts: S) where S.Element == Verdict, S.Failure == Never {
+        guard !stopped else { return }
+        background.append(Task { [weak self] in
+            for await verdict in verdicts {
+                guard let self else { return }
+                await self.connectivityChanged(verdict)
+            }
+        })
+    }
+
+    // MARK: Driving the machine
+
+    private func apply(_ event: FeedEvent) {
+        guard !stopped else { return }
+        let effects = machine.handle(event, now: time.now, random: &random)
+        for effect in effects { perform(effect) }
+        let state = machine.state
+        if state != published {
+            published = state
+            broadcast.publish(state)
+            parentBroadcast?.publish(state)
+        }
+    }
+
+    private func perform(_ effect: FeedEffect) {
+        switch effect {
+        case .fetch(let request):
+            logger.debug("fetch", metadata: ["direction": "\(request.direction)", "cursor": "\(request.cursor ?? "-")"])
+            let source = self.source
+            let task = Task { [weak self] in
+                let result: Result<FeedPage, any Error>
+                do {
+                    result = .success(try await Self.fetch(request, from: source))
+                } catch {
+                    result = .failure(error)
+                }
+                await self?.finish(request, result)
+            }
+            requests[request.direction] = (request.token, task)
+        case .cancelFetch(let direction, let token):
+            if let entry = requests[direction], entry.token == token {
+                entry.task.cancel()
+                requests[direction] = nil
+            }
+        case .schedule(let direction, let delay, let token):
+            // The deadline is fixed now, not when the task first runs, so the timer fires at the
+            // same instant however the tasks interleave (which keeps test clocks deterministic).
+            let deadline = time.clock.now.advanced(by: delay)
+            let clock = time.clock
+            let task = Task { [weak self] in
+                if delay > .zero {
+                    do { try await clock.sleep(until: deadline, tolerance: nil) } catch { return }
+                }
+                await self?.timerFired(direction, token)
+            }
+            timers[direction] = (token, task)
+        case .cancelTimer(let direction, let token):
+            if let entry = timers[direction], entry.token == token {
+                entry.task.cancel()
+                timers[direction] = nil
+            }
+        }
+    }
+
+    private static func fetch(_ request: FetchRequest, from source: any FeedSource) async throws -> FeedPage {
+        switch (request.direction, request.cursor) {
+        case (.older, let cursor?):
+            return try await source.fetchOlder(cursor: cursor)
+        case (.newer, let cursor?):
+            return try await source.fetchNewer(cursor: cursor)
+        default:
+            // The first load, or newer items of a feed whose server never gave a newer cursor.
+            return try await source.fetchInitial()
+        }
+    }
+
+    private func finish(_ request: FetchRequest, _ result: Result<FeedPage, any Error>) async {
+        let direction = request.direction
+        if requests[direction]?.token == request.token { requests[direction] = nil }
+        // Checked synchronously on the actor right before the commit: an answer to a request
+        // that going offline (or stop) cancelled is never stored.
+        guard !stopped, machine.isRunning(request.token, in: direction) else {
+            logger.debug("dropped answer of a cancelled request", metadata: ["direction": "\(direction)"])
+            return
+        }
+        switch result {
+        case .success(let page):
+            let outcome: CommitOutcome
+            do {
+                outcome = try await store.commit(feed: feed, direction: direction, page: page, at: time.now)
+            } catch {
+                logger.error("store commit failed", metadata: ["error": "\(error)"])
+                apply(.failed(direction, request.token, FeedError(.other, "store: \(error)")))
+                return
+            }
+            apply(.committed(direction, request.token, outcome))
+        case .failure(let error):
+            let feedError = FeedError(wrapping: error)
+            logger.info("load failed", metadata: ["direction": "\(direction)", "error": "\(feedError)"])
+            apply(.failed(direction, request.token, feedError))
+        }
+    }
+
+    private func timerFired(_ direction: Direction, _ token: FetchToken) {
+        if timers[direction]?.token == token { timers[direction] = nil }
+        apply(.timerFired(direction, token))
+    }
+
+    private func startPeriodicRefresh() {
+        guard let interval = machine.configuration.refreshInterval, interval > .zero else { return }
+        let clock = time.clock
+        let origin = clock.now
+        background.append(Task { [weak self] in
+            // Deadlines on a fixed grid: a slow refresh does not push later ones back.
+            var tick = 1
+            while !Task.isCancelled {
+                do { try await clock.sleep(until: origin.advanced(by: interval * tick), tolerance: nil) } catch { return }
+                guard let self else { return }
+                await self.periodicRefresh()
+                tick += 1
+            }
+        })
+    }
+
+    private func periodicRefresh() { apply(.periodicRefresh) }
+}

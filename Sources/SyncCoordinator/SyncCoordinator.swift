@@ -1,0 +1,147 @@
+import ConnectivityPolicy
+import Foundation
+import Logging
+import SyncCore
+
+/// Keeps several feeds in sync, each independently (one ``FeedCoordinator`` actor per feed), over
+/// one store, clock and configuration. This is what syncd wraps and what in-process clients embed.
+///
+/// A failing or slow feed never blocks, fails or delays another: feeds share no lock, no request
+/// and no retry state; calls that address every feed only hand each one an event.
+public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
+    private let store: any FeedStore
+    private let configuration: SyncConfiguration
+    private let time: TimeBase<C>
+    private var random: any RandomSource
+    private let logger: Logger
+    private var feeds: [String: FeedCoordinator<C>] = [:]
+    private var order: [String] = []
+    private var lastVerdict: Verdict?
+    private var started = false
+    private let broadcast = StateBroadcast()
+
+    /// - Parameters:
+    ///   - store: where every feed is stored (feeds are keyed by identifier).
+    ///   - configuration: the default for feeds added without their own.
+    ///   - clock: schedules retries, reconnect spread and periodic refresh.
+    ///   - random: seeds each feed's own jitter source, so feeds do not retry in lockstep; a
+    ///     seeded source makes the whole coordinator reproducible.
+    ///   - wallOrigin: the wall-clock date of the clock's current instant.
+    public init(
+        store: any FeedStore,
+        configuration: SyncConfiguration = .default,
+        clock: C,
+        random: any RandomSource = SystemRandomSource(),
+        wallOrigin: Date = Date(),
+        logger: Logger = Logger(label: "syncd.coordinator")
+    ) {
+        self.store = store
+        self.configuration = configuration
+        self.time = TimeBase(clock: clock, wallOrigin: wallOrigin)
+        self.random = random
+        self.logger = logger
+    }
+
+    /// Adds a feed, reading what the store holds for it. It starts syncing with ``start()`` (or
+    /// at once when the coordinator is already started). The last connectivity verdict given to
+    /// ``connectivityChanged(_:)`` applies to it.
+    ///
+    /// - Parameter verdicts: connectivity verdicts for this feed's host, when it has its own.
+    @discardableResult
+    public func addFeed<S: AsyncSequence & Sendable>(
+        _ id: String,
+        source: any FeedSource,
+        configuration: SyncConfiguration? = nil,
+        verdicts: S
+    ) async throws -> FeedCoordinator<C> where S.Element == Verdict, S.Failure == Never {
+        let feed = try await addFeed(id, source: source, configuration: configuration)
+        await feed.follow(verdicts)
+        return feed
+    }
+
+    /// Adds a feed that follows the coordinator-wide ``connectivityChanged(_:)``.
+    @discardableResult
+    public func addFeed(_ id: String, source: any FeedSource, configuration: SyncConfiguration? = nil) async throws -> FeedCoordinator<C> {
+        if let existing = feeds[id] { return existing }
+        let persisted = try await store.load(feed: id)
+        if let existing = feeds[id] { return existing }
+        let seed = UInt64(random.nextFraction() * Double(UInt64(1) << 53))
+        let feed = FeedCoordinator(
+            feed: id, source: source, store: store, persisted: persisted,
+            configuration: configuration ?? self.configuration, time: time,
+            random: SeededRandomSource(seed: seed ^ UInt64(truncatingIfNeeded: order.count)),
+            logger: logger, parent: broadcast
+        )
+        feeds[id] = feed
+        order.append(id)
+        broadcast.publish(await feed.state)
+        if let lastVerdict { await feed.connectivityChanged(lastVerdict) }
+        if started { await feed.start() }
+        return feed
+    }
+
+    /// A feed by identifier.
+    public func feed(_ id: String) -> FeedCoordinator<C>? { feeds[id] }
+
+    /// Identifiers of the feeds, in the order they were added.
+    public var feedIDs: [String] { order }
+
+    /// Starts every feed (and feeds added later).
+    public func start() async {
+        started = true
+        for id in order { await feeds[id]?.start() }
+    }
+
+    /// Stops every feed and ends ``updates()`` streams.
+    public func stop() async {
+        for id in order { await feeds[id]?.stop() }
+        broadcast.finish()
+    }
+
+    /// The current state of every feed, in the order they were added.
+    public func states() async -> [FeedState] {
+        var result: [FeedState] = []
+        for id in order {
+            if let feed = feeds[id] { result.append(await feed.state) }
+        }
+        return result
+    }
+
+    /// The current state of every feed, then every change of any feed.
+    public func updates() async -> AsyncStream<FeedState> {
+        broadcast.subscribe(initial: await states())
+    }
+
+    /// Applies a connectivity verdict to every feed that has no stream of its own.
+    public func connectivityChanged(_ verdict: Verdict) async {
+        lastVerdict = verdict
+        for id in order { await feeds[id]?.connectivityChanged(verdict) }
+    }
+
+    /// Refreshes every feed, or one.
+    public func refresh(feed id: String? = nil) async {
+        for feed in targets(id) { await feed.refresh() }
+    }
+
+    /// Loads older items of every feed, or one.
+    public func loadOlder(feed id: String? = nil) async {
+        for feed in targets(id) { await feed.loadOlder() }
+    }
+
+    /// Retries what failed in every feed, or one.
+    public func retry(feed id: String? = nil) async {
+        for feed in targets(id) { await feed.retry() }
+    }
+
+    private func targets(_ id: String?) -> [FeedCoordinator<C>] {
+        if let id { return feeds[id].map { [$0] } ?? [] }
+        return order.compactMap { feeds[$0] }
+    }
+}
+
+extension SyncCoordinator where C == ContinuousClock {
+    /// A coordinator on the real monotonic clock with system randomness: what syncd uses.
+    public init(store: any FeedStore, configuration: SyncConfiguration = .default, logger: Logger = Logger(label: "syncd.coordinator")) {
+        self.init(store: store, configuration: configuration, clock: ContinuousClock(), logger: logger)
+    }
+}

@@ -1,0 +1,14 @@
+import ConnectivityPolicy
+import SyncCore
+
+extension FeedEvent {
+    /// The machine's connectivity event for a connectivity verdict.
+    public init(_ verdict: Verdict) {
+        switch verdict {
+        case .online:
+            self = .online
+        case .offline(let reason):
+            self = .offline(code: reason.rawValue, reason: reason.description)
+        }
+    }
+}

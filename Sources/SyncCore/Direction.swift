@@ -1,0 +1,61 @@
+import Foundation
+
+/// The three ways a feed loads, after Android Paging's refresh / append / prepend.
+public enum Direction: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    /// The first load of a feed that has nothing stored yet.
+    case initial
+    /// Older items appended at the bottom (infinite scroll, `max_id`).
+    case older
+    /// Newer items prepended at the top (pull to refresh, `min_id`).
+    case newer
+
+    public var description: String { rawValue }
+}
+
+/// A failure of one direction, with where its retry budget stands.
+public struct LoadFailure: Sendable, Hashable {
+    public var error: FeedError
+    /// Consecutive failures of this direction, counting this one (1 after the first failure).
+    public var attempt: Int
+    /// When the next automatic attempt runs; `nil` when none is scheduled (permanent error,
+    /// budget spent, or paused while offline).
+    public var nextRetryAt: Date?
+
+    public init(error: FeedError, attempt: Int, nextRetryAt: Date?) {
+        self.error = error
+        self.attempt = attempt
+        self.nextRetryAt = nextRetryAt
+    }
+}
+
+/// The load state of one direction.
+public enum LoadState: Sendable, Hashable {
+    /// Nothing has run yet (or a pause put it back to where it started).
+    case idle
+    /// A request is in flight.
+    case loading
+    /// The last request failed.
+    case failed(LoadFailure)
+    /// The last request succeeded.
+    case loaded
+
+    public var isLoading: Bool { self == .loading }
+
+    public var failure: LoadFailure? {
+        if case .failed(let failure) = self { return failure }
+        return nil
+    }
+}
+
+/// One direction: its load state plus the orthogonal `paused` flag (TanStack Query's
+/// `fetchStatus: paused`): the direction wants to run and waits for connectivity.
+public struct DirectionState: Sendable, Hashable {
+    public var load: LoadState
+    /// Waiting for connectivity. Never true while ``load`` is `.loading`.
+    public var paused: Bool
+
+    public init(load: LoadState = .idle, paused: Bool = false) {
+        self.load = load
+        self.paused = paused
+    }
+}

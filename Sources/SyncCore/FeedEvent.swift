@@ -1,0 +1,62 @@
+/// Identifies one request or one timer, so that answers to cancelled work are recognised.
+public struct FetchToken: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let value: UInt64
+
+    public init(_ value: UInt64) {
+        self.value = value
+    }
+
+    public static func < (lhs: FetchToken, rhs: FetchToken) -> Bool { lhs.value < rhs.value }
+    public var description: String { "#\(value)" }
+}
+
+/// A request the machine wants sent.
+public struct FetchRequest: Sendable, Hashable {
+    public var direction: Direction
+    /// The cursor to continue from. `nil` for `initial`, and for `newer` when the server never
+    /// gave a newer cursor (the feed was empty): then the source's first page is fetched.
+    public var cursor: String?
+    public var token: FetchToken
+
+    public init(direction: Direction, cursor: String?, token: FetchToken) {
+        self.direction = direction
+        self.cursor = cursor
+        self.token = token
+    }
+}
+
+/// What happens to a feed: triggers, answers, timers and connectivity.
+public enum FeedEvent: Sendable, Hashable {
+    /// The feed starts: the first load, or a refresh of a feed loaded in an earlier run.
+    case start
+    /// Manual refresh: loads newer items (or retries a failed first load).
+    case refresh
+    /// The periodic refresh timer: loads newer items unless a retry is already scheduled.
+    case periodicRefresh
+    /// Manual request for the next older page.
+    case loadOlder
+    /// Manual retry of what failed: the first load if it failed, otherwise older and newer.
+    case retry
+    /// A fetched page was committed to the store.
+    case committed(Direction, FetchToken, CommitOutcome)
+    /// A request failed (fetching or committing).
+    case failed(Direction, FetchToken, FeedError)
+    /// A scheduled retry or reconnect delay is due.
+    case timerFired(Direction, FetchToken)
+    /// Connectivity to the feed's host is back.
+    case online
+    /// Connectivity to the feed's host is lost.
+    case offline(code: String, reason: String)
+}
+
+/// What the machine asks its driver (the coordinator) to do.
+public enum FeedEffect: Sendable, Hashable {
+    /// Send a request; answer with `.committed` or `.failed` carrying the same token.
+    case fetch(FetchRequest)
+    /// Cancel a request in flight; its answer, if any, must not be committed.
+    case cancelFetch(Direction, FetchToken)
+    /// Answer with `.timerFired` after `after`.
+    case schedule(Direction, after: Duration, FetchToken)
+    /// Drop a scheduled timer.
+    case cancelTimer(Direction, FetchToken)
+}

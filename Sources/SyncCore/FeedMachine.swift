@@ -1,0 +1,360 @@
+import Foundation
+
+/// The paging state machine of one feed: a pure reducer from events to state and effects.
+///
+/// It owns every decision (what runs, when, what is paused, how long to back off) and performs
+/// none: the coordinator turns its ``FeedEffect``s into requests and timers. Time and randomness
+/// come in with each event, so a sequence of events always gives the same result.
+///
+/// Rules it keeps:
+/// - older and newer do not run before a first load succeeded; a later failure never takes loaded
+///   content away (it is reported on its own direction);
+/// - at most one request per direction is in flight; triggers while one runs coalesce, and
+///   automatic triggers while a retry is scheduled wait for it rather than bypass the backoff;
+/// - nothing is sent while offline: going offline cancels requests and timers and marks those
+///   directions paused without counting a failure; coming back runs them (and newer) after a
+///   random spread;
+/// - failures back off by ``RetryPolicy``; permanent errors wait for a manual trigger.
+public struct FeedMachine: Sendable {
+    public let feed: String
+    public var configuration: SyncConfiguration
+
+    private var persisted: PersistedFeed
+    private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
+    private var offline: OfflineBanner?
+    private var started = false
+    /// Set when an automatic older load added nothing, so backfill cannot spin on a stuck cursor.
+    private var backfillStalled = false
+    private var lastToken: UInt64 = 0
+    private var effects: [FeedEffect] = []
+    private var now = Date(timeIntervalSinceReferenceDate: 0)
+
+    /// Everything the machine tracks for one direction beyond its public ``DirectionState``.
+    private struct Lane: Sendable, Hashable {
+        var load: LoadState = .idle
+        var paused = false
+        /// Consecutive failures; a pause does not count, success resets it.
+        var attempt = 0
+        /// Not before this date, from the server's `Retry-After`.
+        var notBefore: Date?
+        var running: FetchToken?
+        var timer: FetchToken?
+        /// The state to return to when the running request is cancelled by going offline.
+        var restore: LoadState = .idle
+        /// The last request cancelled by going offline (its commit may still land).
+        var cancelled: FetchToken?
+
+        var isPermanentlyFailed: Bool { load.failure?.error.isPermanent ?? false }
+    }
+
+    /// A machine for a feed, starting from what the store holds.
+    public init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default) {
+        self.feed = feed
+        self.persisted = persisted
+        self.configuration = configuration
+        if persisted.hasLoaded {
+            lanes[.initial]?.load = .loaded
+        }
+    }
+
+    // MARK: Reading
+
+    /// The state clients see.
+    public var state: FeedState {
+        FeedState(
+            feed: feed,
+            initial: publicState(.initial),
+            older: publicState(.older),
+            newer: publicState(.newer),
+            hasLoaded: persisted.hasLoaded,
+            endReached: persisted.hasLoaded && persisted.endReached,
+            itemCount: persisted.itemCount,
+            offline: offline,
+            lastSyncAt: persisted.lastSyncAt
+        )
+    }
+
+    /// The stored feed as last reported by the store.
+    public var persistedFeed: PersistedFeed { persisted }
+
+    /// Whether `token` is the request in flight for `direction`: only then may its page be committed.
+    public func isRunning(_ token: FetchToken, in direction: Direction) -> Bool {
+        lane(direction).running == token
+    }
+
+    /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.
+    public func attempts(_ direction: Direction) -> Int {
+        lane(direction).attempt
+    }
+
+    /// Whether `token` is the timer scheduled for `direction`.
+    public func isScheduled(_ token: FetchToken, in direction: Direction) -> Bool {
+        lane(direction).timer == token
+    }
+
+    private func publicState(_ direction: Direction) -> DirectionState {
+        let lane = lane(direction)
+        return DirectionState(load: lane.load, paused: lane.paused)
+    }
+
+    private func lane(_ direction: Direction) -> Lane {
+        lanes[direction] ?? Lane()
+    }
+
+    private var isOffline: Bool { offline != nil }
+
+    // MARK: Events
+
+    /// Applies one event at `now`, drawing jitter from `random`, and returns what to do.
+    public mutating func handle<R: RandomSource>(_ event: FeedEvent, now: Date, random: inout R) -> [FeedEffect] {
+        self.now = now
+        effects = []
+        switch event {
+        case .start:
+            started = true
+            if persisted.hasLoaded {
+                if configuration.refreshOnStart { request(.newer, manual: false) }
+                backfill()
+            } else {
+                request(.initial, manual: false)
+            }
+        case .refresh:
+            if persisted.hasLoaded {
+                request(.newer, manual: true)
+            } else {
+                started = true
+                request(.initial, manual: true)
+            }
+        case .periodicRefresh:
+            if started && persisted.hasLoaded { request(.newer, manual: false) }
+        case .loadOlder:
+            backfillStalled = false
+            request(.older, manual: true)
+        case .retry:
+            if !persisted.hasLoaded {
+                if lane(.initial).load.failure != nil { request(.initial, manual: true) }
+            } else {
+                for direction in [Direction.older, .newer] where lane(direction).load.failure != nil {
+                    request(direction, manual: true)
+                }
+            }
+        case .committed(let direction, let token, let outcome):
+            committed(direction, token, outcome)
+        case .failed(let direction, let token, let error):
+            failed(direction, token, error, random: &random)
+        case .timerFired(let direction, let token):
+            guard lane(direction).timer == token else { break }
+            lanes[direction]?.timer = nil
+            if canRun(direction) {
+                begin(direction)
+            } else {
+                settle(direction)
+            }
+        case .online:
+            goOnline(random: &random)
+        case .offline(let code, let reason):
+            goOffline(code: code, reason: reason)
+        }
+        return effects
+    }
+
+    // MARK: Triggers
+
+    private func canRun(_ direction: Direction) -> Bool {
+        switch direction {
+        case .initial: !persisted.hasLoaded
+        case .older: persisted.hasLoaded && !persisted.endReached && persisted.olderCursor != nil
+        case .newer: persisted.hasLoaded
+        }
+    }
+
+    /// Asks for `direction` to load. Manual requests run at once (even a permanent failure, even
+    /// before a scheduled retry); automatic ones respect the backoff and permanent errors.
+    private mutating func request(_ direction: Direction, manual: Bool) {
+        let lane = lane(direction)
+        guard lane.running == nil, canRun(direction) else { return }
+        if !manual {
+            if lane.timer != nil || lane.isPermanentlyFailed { return }
+        }
+        if isOffline {
+            pause(direction)
+            return
+        }
+        begin(direction)
+    }
+
+    private mutating func begin(_ direction: Direction) {
+        guard var lane = lanes[direction] else { return }
+        if let timer = lane.timer {
+            effects.append(.cancelTimer(direction, timer))
+            lane.timer = nil
+        }
+        if var failure = lane.load.failure {
+            failure.nextRetryAt = nil
+            lane.restore = .failed(failure)
+        } else {
+            lane.restore = lane.load
+        }
+        let token = nextToken()
+        lane.paused = false
+        lane.load = .loading
+        lane.running = token
+        lanes[direction] = lane
+        let cursor: String? = switch direction {
+        case .initial: nil
+        case .older: persisted.olderCursor
+        case .newer: persisted.newerCursor
+        }
+        effects.append(.fetch(FetchRequest(direction: direction, cursor: cursor, token: token)))
+    }
+
+    /// Puts a direction that can no longer run (its timer fired after the feed changed) at rest.
+    private mutating func settle(_ direction: Direction) {
+        lanes[direction]?.paused = false
+        lanes[direction]?.load = persisted.hasLoaded ? .loaded : .idle
+    }
+
+    private mutating func pause(_ direction: Direction) {
+        guard var lane = lanes[direction] else { return }
+        if let timer = lane.timer {
+            effects.append(.cancelTimer(direction, timer))
+            lane.timer = nil
+        }
+        if var failure = lane.load.failure {
+            failure.nextRetryAt = nil
+            lane.load = .failed(failure)
+        }
+        lane.paused = true
+        lanes[direction] = lane
+    }
+
+    private mutating func backfill() {
+        guard !backfillStalled, persisted.itemCount < configuration.backfillDepth else { return }
+        request(.older, manual: false)
+    }
+
+    // MARK: Answers
+
+    private mutating func committed(_ direction: Direction, _ token: FetchToken, _ outcome: CommitOutcome) {
+        if outcome.feed.revision >= persisted.revision {
+            persisted = outcome.feed
+        }
+        if persisted.hasLoaded, lane(.initial).running == nil, lane(.initial).timer == nil {
+            lanes[.initial]?.load = .loaded
+            lanes[.initial]?.paused = false
+        }
+        guard var lane = lanes[direction], lane.running == token else {
+            // The request was cancelled (offline) while its page was being committed: the page is
+            // stored, so that work is done and need not run again on reconnect.
+            if var lane = lanes[direction], lane.cancelled == token, lane.running == nil {
+                if let timer = lane.timer { effects.append(.cancelTimer(direction, timer)) }
+                lane.timer = nil
+                lane.paused = false
+                lane.load = .loaded
+                lane.attempt = 0
+                lane.notBefore = nil
+                lanes[direction] = lane
+            }
+            return
+        }
+        lane.running = nil
+        lane.load = .loaded
+        lane.paused = false
+        lane.attempt = 0
+        lane.notBefore = nil
+        lanes[direction] = lane
+        started = true
+
+        switch direction {
+        case .newer:
+            // min_id semantics: keep going while pages bring new items; an empty page means caught up.
+            if outcome.pageItemCount > 0, outcome.inserted > 0, persisted.newerCursor != nil {
+                begin(.newer)
+            }
+        case .older:
+            if outcome.inserted == 0, !persisted.endReached { backfillStalled = true }
+        case .initial:
+            break
+        }
+        backfill()
+    }
+
+    private mutating func failed<R: RandomSource>(_ direction: Direction, _ token: FetchToken, _ error: FeedError, random: inout R) {
+        guard var lane = lanes[direction], lane.running == token else { return }
+        lane.running = nil
+        lane.attempt += 1
+        lane.notBefore = error.retryAfter.map { now.adding($0) }
+        let policy = configuration.retry
+        if policy.retriesAutomatically(error, attempt: lane.attempt) {
+            let delay = policy.delay(afterAttempt: lane.attempt, retryAfter: error.retryAfter, fraction: random.nextFraction())
+            let timer = nextToken()
+            lane.timer = timer
+            lane.load = .failed(LoadFailure(error: error, attempt: lane.attempt, nextRetryAt: now.adding(delay)))
+            effects.append(.schedule(direction, after: delay, timer))
+        } else {
+            lane.load = .failed(LoadFailure(error: error, attempt: lane.attempt, nextRetryAt: nil))
+        }
+        lanes[direction] = lane
+    }
+
+    // MARK: Connectivity
+
+    private mutating func goOffline(code: String, reason: String) {
+        if let banner = offline {
+            offline = OfflineBanner(since: banner.since, code: code, reason: reason)
+            return
+        }
+        offline = OfflineBanner(since: now, code: code, reason: reason)
+        for direction in Direction.allCases {
+            guard var lane = lanes[direction] else { continue }
+            if let running = lane.running {
+                effects.append(.cancelFetch(direction, running))
+                lane.running = nil
+                lane.cancelled = running
+                lane.load = lane.restore
+                lane.paused = true
+            }
+            lanes[direction] = lane
+            if lane.timer != nil { pause(direction) }
+        }
+    }
+
+    private mutating func goOnline<R: RandomSource>(random: inout R) {
+        guard isOffline else { return }
+        offline = nil
+        var wanted: Set<Direction> = Set(Direction.allCases.filter { lane($0).paused })
+        for direction in Direction.allCases {
+            let lane = lane(direction)
+            if let failure = lane.load.failure, !failure.error.isPermanent { wanted.insert(direction) }
+            lanes[direction]?.paused = false
+        }
+        if started && !persisted.hasLoaded && !lane(.initial).isPermanentlyFailed { wanted.insert(.initial) }
+        // Refetch on reconnect: whatever happened while offline is fetched now.
+        if persisted.hasLoaded && !lane(.newer).isPermanentlyFailed { wanted.insert(.newer) }
+        if started && !backfillStalled && persisted.itemCount < configuration.backfillDepth { wanted.insert(.older) }
+
+        for direction in [Direction.initial, .older, .newer] where wanted.contains(direction) {
+            guard canRun(direction), lane(direction).running == nil, lane(direction).timer == nil else { continue }
+            var delay = random.nextDuration(upTo: configuration.reconnectSpread)
+            if let notBefore = lane(direction).notBefore, notBefore > now {
+                delay = max(delay, .seconds(notBefore.timeIntervalSince(now)))
+            }
+            if delay <= .zero {
+                begin(direction)
+            } else {
+                let timer = nextToken()
+                lanes[direction]?.timer = timer
+                if var failure = lane(direction).load.failure {
+                    failure.nextRetryAt = now.adding(delay)
+                    lanes[direction]?.load = .failed(failure)
+                }
+                effects.append(.schedule(direction, after: delay, timer))
+            }
+        }
+    }
+
+    private mutating func nextToken() -> FetchToken {
+        lastToken += 1
+        return FetchToken(lastToken)
+    }
+}

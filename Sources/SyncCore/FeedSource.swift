@@ -1,0 +1,96 @@
+import Foundation
+
+/// One record of a feed, stored exactly as the server sent it.
+public struct FeedItem: Sendable, Hashable, Codable {
+    /// The item's identifier (servers such as Mastodon and GitHub use strings).
+    public var id: String
+    /// The item's JSON object, byte for byte as received.
+    public var payload: Data
+
+    public init(id: String, payload: Data) {
+        self.id = id
+        self.payload = payload
+    }
+}
+
+/// One page of a feed as returned by a ``FeedSource``.
+///
+/// Items are newest first, as servers page them.
+public struct FeedPage: Sendable, Hashable {
+    public var items: [FeedItem]
+    /// Where to continue towards older items; `nil` when the feed's end has been reached.
+    public var olderCursor: String?
+    /// Where to continue towards newer items; `nil` when the server gave none, in which case
+    /// the previous newer cursor stays valid.
+    public var newerCursor: String?
+
+    public init(items: [FeedItem], olderCursor: String?, newerCursor: String?) {
+        self.items = items
+        self.olderCursor = olderCursor
+        self.newerCursor = newerCursor
+    }
+}
+
+/// A failed feed request, classified for the retry policy.
+public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable, Codable {
+        /// Could not connect, connection reset, DNS failure.
+        case transport
+        /// Connect or request timed out.
+        case timeout
+        /// The server answered with a non-success status.
+        case httpStatus(Int)
+        /// The body was not a valid page (bad JSON, missing id, truncated).
+        case malformed
+        /// The body exceeded the configured size limit.
+        case tooLarge
+        /// Any other failure.
+        case other
+    }
+
+    public var kind: Kind
+    /// A human-readable explanation, safe to show and log (never contains credentials).
+    public var message: String
+    /// The server's `Retry-After`, as a delay from when the response arrived.
+    public var retryAfter: Duration?
+
+    public init(_ kind: Kind, _ message: String, retryAfter: Duration? = nil) {
+        self.kind = kind
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    /// Errors that repeating the same request will not fix: 4xx other than 408 and 429.
+    /// They are retried only on request, never automatically.
+    public var isPermanent: Bool {
+        if case .httpStatus(let code) = kind {
+            return (400..<500).contains(code) && code != 408 && code != 429
+        }
+        return false
+    }
+
+    public var description: String { message }
+
+    /// Wraps any error thrown by a source into a `FeedError`.
+    public init(wrapping error: any Error) {
+        if let feedError = error as? FeedError {
+            self = feedError
+        } else {
+            self.init(.other, String(describing: error))
+        }
+    }
+}
+
+/// A remote, paginated, newest-first feed.
+///
+/// Implementations: `HTTPFeedSource` (RFC 8288 Link headers), test doubles, or any client's own.
+/// Calls may be cancelled (going offline cancels in-flight requests); an implementation should
+/// stop promptly and throw `CancellationError`.
+public protocol FeedSource: Sendable {
+    /// The newest page: the first load.
+    func fetchInitial() async throws -> FeedPage
+    /// The page of items just older than `cursor`.
+    func fetchOlder(cursor: String) async throws -> FeedPage
+    /// The page of items immediately newer than `cursor` (no gap); an empty page means caught up.
+    func fetchNewer(cursor: String) async throws -> FeedPage
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// What an offline banner says: since when and why.
+public struct OfflineBanner: Sendable, Hashable {
+    /// When connectivity was lost.
+    public var since: Date
+    /// A machine-readable reason, e.g. `no-carrier`, `no-address`, `no-route`.
+    public var code: String
+    /// A human-readable reason, e.g. "no carrier".
+    public var reason: String
+
+    public init(since: Date, code: String, reason: String) {
+        self.since = since
+        self.code = code
+        self.reason = reason
+    }
+}
+
+/// The whole observable state of one feed: a value that clients render and syncd reports.
+public struct FeedState: Sendable, Hashable {
+    /// The feed's identifier.
+    public var feed: String
+    public var initial: DirectionState
+    public var older: DirectionState
+    public var newer: DirectionState
+    /// Whether a first load has ever succeeded (possibly in an earlier run, read from the store).
+    public var hasLoaded: Bool
+    /// The older direction reached the end of the feed.
+    public var endReached: Bool
+    /// Items stored for this feed.
+    public var itemCount: Int
+    /// Set while offline.
+    public var offline: OfflineBanner?
+    /// When a page was last committed.
+    public var lastSyncAt: Date?
+
+    public init(
+        feed: String,
+        initial: DirectionState = .init(),
+        older: DirectionState = .init(),
+        newer: DirectionState = .init(),
+        hasLoaded: Bool = false,
+        endReached: Bool = false,
+        itemCount: Int = 0,
+        offline: OfflineBanner? = nil,
+        lastSyncAt: Date? = nil
+    ) {
+        self.feed = feed
+        self.initial = initial
+        self.older = older
+        self.newer = newer
+        self.hasLoaded = hasLoaded
+        self.endReached = endReached
+        self.itemCount = itemCount
+        self.offline = offline
+        self.lastSyncAt = lastSyncAt
+    }
+
+    public subscript(direction: Direction) -> DirectionState {
+        get {
+            switch direction {
+            case .initial: initial
+            case .older: older
+            case .newer: newer
+            }
+        }
+        set {
+            switch direction {
+            case .initial: initial = newValue
+            case .older: older = newValue
+            case .newer: newer = newValue
+            }
+        }
+    }
+
+    /// A loaded feed with no items.
+    public var isEmpty: Bool { hasLoaded && itemCount == 0 }
+    /// Some direction waits for connectivity.
+    public var isPaused: Bool { Direction.allCases.contains { self[$0].paused } }
+    public var isOffline: Bool { offline != nil }
+    /// The earliest scheduled automatic retry over all directions.
+    public var nextRetryAt: Date? {
+        Direction.allCases.compactMap { self[$0].load.failure?.nextRetryAt }.min()
+    }
+}

@@ -1,0 +1,32 @@
+/// How a feed is kept in sync. syncd maps its TOML onto this; in-process clients build it directly.
+public struct SyncConfiguration: Sendable, Hashable {
+    /// Automatic retries of failed loads.
+    public var retry: RetryPolicy
+    /// On reconnect, held-back loads start after a random delay in `0...reconnectSpread`, so a
+    /// fleet that regains the network together does not hit the server in the same instant.
+    /// One second spreads a fleet over a window that users do not notice; zero starts at once.
+    public var reconnectSpread: Duration
+    /// Newer items are fetched this often while online; `nil` for no periodic refresh.
+    public var refreshInterval: Duration?
+    /// While online, older pages keep loading until this many items are stored or the feed's end
+    /// is reached; 0 loads older pages only when asked (`loadOlder()`).
+    public var backfillDepth: Int
+    /// Whether a feed loaded in an earlier run fetches newer items when it starts.
+    public var refreshOnStart: Bool
+
+    public init(
+        retry: RetryPolicy = .default,
+        reconnectSpread: Duration = .seconds(1),
+        refreshInterval: Duration? = nil,
+        backfillDepth: Int = 0,
+        refreshOnStart: Bool = true
+    ) {
+        self.retry = retry
+        self.reconnectSpread = max(.zero, reconnectSpread)
+        self.refreshInterval = refreshInterval
+        self.backfillDepth = max(0, backfillDepth)
+        self.refreshOnStart = refreshOnStart
+    }
+
+    public static let `default` = SyncConfiguration()
+}

@@ -1,0 +1,32 @@
+import GRDB
+
+/// The store's schema, as migrations: a database written by an older syncd is upgraded in place.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: feeds and items") { db in
+            try db.execute(sql: """
+                CREATE TABLE feed (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    older_cursor TEXT,
+                    newer_cursor TEXT,
+                    end_reached INTEGER NOT NULL DEFAULT 0,
+                    has_loaded INTEGER NOT NULL DEFAULT 0,
+                    last_sync_at REAL,
+                    revision INTEGER NOT NULL DEFAULT 0
+                );
+                -- position orders a feed: larger is newer. Older pages go below the minimum,
+                -- newer pages above the maximum, so no existing row ever moves.
+                CREATE TABLE item (
+                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
+                    id TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    PRIMARY KEY (feed, id)
+                );
+                CREATE INDEX item_order ON item(feed, position);
+                """)
+        }
+        return migrator
+    }
+}

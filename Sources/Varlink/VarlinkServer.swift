@@ -1,0 +1,253 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A Varlink server on an AF_UNIX stream socket.
+///
+/// Each connection is served by its own task: a malformed or oversized message costs that
+/// client an error reply (and, when oversized, the connection), never the other clients.
+/// Calls on one connection are answered in order, as the protocol requires.
+public final class VarlinkServer: Sendable {
+    /// Where to listen.
+    public enum Listen: Sendable, Hashable {
+        /// Bind a socket file at this path with this mode (replacing a stale socket file).
+        case path(String, mode: UInt32 = 0o666)
+        /// Use an already listening socket, e.g. from systemd socket activation. The server
+        /// takes ownership and closes it when done.
+        case fileDescriptor(Int32)
+    }
+
+    public struct Configuration: Sendable {
+        public var listen: Listen
+        /// Connections beyond this are closed as soon as they are accepted.
+        public var maxConnections: Int
+        /// Largest accepted message, without its NUL. Calls are small; this stops a client from
+        /// making the server buffer without bound.
+        public var maxMessageSize: Int
+
+        public init(listen: Listen, maxConnections: Int = 64, maxMessageSize: Int = 64 * 1024) {
+            self.listen = listen
+            self.maxConnections = maxConnections
+            self.maxMessageSize = maxMessageSize
+        }
+    }
+
+    public let configuration: Configuration
+    private let service: VarlinkService
+    private let logger: Logger
+    private let eventLoopGroup: any EventLoopGroup
+    private let state = Mutex(State())
+
+    private struct State {
+        var listenFD: Int32?
+        var connections = 0
+        var stopping = false
+        var readyWaiters: [CheckedContinuation<Void, Never>] = []
+        var ready = false
+    }
+
+    public init(
+        service: VarlinkService,
+        configuration: Configuration,
+        logger: Logger = Logger(label: "varlink"),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.service = service
+        self.configuration = configuration
+        self.logger = logger
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    /// The number of connections being served now.
+    public var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// Returns once the socket is listening (or ``run()`` has failed or finished), so callers
+    /// can report readiness (`sd_notify READY=1`) only when clients can connect.
+    public func waitUntilListening() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                if state.ready { return true }
+                state.readyWaiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    /// Listens and serves until the calling task is cancelled; then stops accepting, ends every
+    /// connection, closes the socket and removes the socket file it created.
+    public func run() async throws {
+        let listenFD: Int32
+        let ownedPath: String?
+        do {
+            switch configuration.listen {
+            case .path(let path, let mode):
+                listenFD = try UnixSocket.listen(path: path, mode: mode_t(mode), backlog: Int32(max(16, configuration.maxConnections)))
+                ownedPath = path
+            case .fileDescriptor(let fd):
+                guard UnixSocket.isListeningUnixStream(fd) else {
+                    throw VarlinkSocketError(operation: "inherited descriptor \(fd) is not a listening AF_UNIX stream socket", errno: ENOTSOCK)
+                }
+                listenFD = fd
+                ownedPath = nil
+            }
+        } catch {
+            markReady()
+            throw error
+        }
+        state.withLock { $0.listenFD = listenFD }
+        logger.info("varlink: listening", metadata: ["socket": "\(ownedPath ?? "fd \(listenFD)")"])
+
+        let (accepted, acceptedContinuation) = AsyncStream.makeStream(of: AcceptedSocket.self)
+        let acceptorDone = ExitSignal()
+        let acceptor = Thread { [self] in
+            acceptLoop(listenFD: listenFD, into: acceptedContinuation)
+            close(listenFD)
+            if let ownedPath { unlink(ownedPath) }
+            acceptorDone.signal()
+        }
+        acceptor.name = "varlink-accept"
+        acceptor.start()
+        markReady()
+
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                for await socket in accepted {
+                    group.addTask { await self.serve(socket) }
+                }
+                group.cancelAll()
+            }
+        } onCancel: {
+            self.stopAccepting()
+        }
+        stopAccepting()
+        await acceptorDone.wait()
+        logger.info("varlink: stopped")
+    }
+
+    private func markReady() {
+        let waiters = state.withLock { state in
+            state.ready = true
+            defer { state.readyWaiters = [] }
+            return state.readyWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Wakes the blocking `accept` (Linux returns EINVAL after `shutdown` on a listener).
+    private func stopAccepting() {
+        let fd = state.withLock { state -> Int32? in
+            guard !state.stopping else { return nil }
+            state.stopping = true
+            return state.listenFD
+        }
+        if let fd { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    private struct AcceptedSocket: Sendable {
+        var fd: Int32
+        var peer: VarlinkPeer
+    }
+
+    private func acceptLoop(listenFD: Int32, into continuation: AsyncStream<AcceptedSocket>.Continuation) {
+        defer { continuation.finish() }
+        while !state.withLock({ $0.stopping }) {
+            // Glibc's module map hides accept4 (_GNU_SOURCE): set the flags right after.
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                switch errno {
+                case EINTR, ECONNABORTED, EAGAIN:
+                    continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of resources: back off instead of spinning; existing clients go on.
+                    logger.warning("varlink: accept failed: \(String(cString: strerror(errno)))")
+                    usleep(100_000)
+                    continue
+                default:
+                    return
+                }
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            let admitted = state.withLock { state in
+                guard state.connections < configuration.maxConnections, !state.stopping else { return false }
+                state.connections += 1
+                return true
+            }
+            guard admitted else {
+                logger.warning("varlink: connection limit reached, refusing a client", metadata: ["limit": "\(configuration.maxConnections)"])
+                close(fd)
+                continue
+            }
+            do {
+                let peer = try UnixSocket.peerCredentials(of: fd)
+                continuation.yield(AcceptedSocket(fd: fd, peer: peer))
+            } catch {
+                logger.warning("varlink: \(error)")
+                close(fd)
+                state.withLock { $0.connections -= 1 }
+            }
+        }
+    }
+
+    private func serve(_ socket: AcceptedSocket) async {
+        defer { state.withLock { $0.connections -= 1 } }
+        var logger = self.logger
+        logger[metadataKey: "peer"] = "pid=\(socket.peer.pid) uid=\(socket.peer.uid)"
+        let maxMessageSize = configuration.maxMessageSize
+        let channel: NIOAsyncChannel<VarlinkFrame, ByteBuffer>
+        do {
+            channel = try await ClientBootstrap(group: eventLoopGroup)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .withConnectedSocket(socket.fd) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkFrameDecoder(maxMessageSize: maxMessageSize)))
+                        return try NIOAsyncChannel<VarlinkFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            logger.warning("varlink: cannot set up connection: \(error)")
+            close(socket.fd)
+            return
+        }
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                let connection = VarlinkServerConnection(service: service, peer: socket.peer, outbound: outbound, logger: logger, maxMessageSize: maxMessageSize)
+                try await connection.serve(inbound)
+            }
+        } catch is CancellationError {
+        } catch {
+            logger.debug("varlink: connection ended: \(error)")
+        }
+    }
+}
+
+/// A one-shot signal that an async caller can wait for from any thread.
+private final class ExitSignal: Sendable {
+    private let state = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func signal() {
+        let waiters = state.withLock { state in
+            state.done = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state in
+                if state.done { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+import SyncControl
+
+@main
+struct SyncCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "syncctl",
+        abstract: "Query and control syncd, the connectivity-aware sync agent.",
+        discussion: """
+            Reading (status, watch, items) works for every user. refresh, older and retry \
+            need root or membership in syncd's control group.
+            """,
+        subcommands: [StatusCommand.self, WatchCommand.self, RefreshCommand.self, OlderCommand.self, RetryCommand.self, ItemsCommand.self],
+        defaultSubcommand: StatusCommand.self
+    )
+}
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("syncd's control socket (default: $SYNCD_SOCKET or \(SyncControlClient.defaultSocketPath)).", valueName: "path"))
+    var socket: String?
+
+    var client: SyncControlClient {
+        SyncControlClient(socketPath: socket ?? SyncControlClient.socketPath())
+    }
+}
+
+/// `--json=short|pretty`, as in systemd's tools.
+enum JSONMode: String, ExpressibleByArgument, CaseIterable {
+    case short, pretty
+
+    func encode(_ value: some Encodable) throws -> String {
+        let encoder = ControlJSON.makeEncoder()
+        if self == .pretty { encoder.outputFormatting.insert(.prettyPrinted) }
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+/// Runs a command body, turning control errors into one clear line on stderr and exit 1.
+func reportingErrors(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as SyncControlError {
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        throw ExitCode.failure
+    }
+}

@@ -1,0 +1,101 @@
+import ConnectivityPolicy
+import Foundation
+import NetlinkMonitor
+import Synchronization
+import Testing
+import TestSupport
+
+/// A running monitor inside the client side of a fresh veth topology, with the verdicts it
+/// publishes for a destination recorded as they arrive.
+final class MonitorHarness: Sendable {
+    let topology: VethTopology
+    let monitor: NetlinkMonitor
+    let destination: Destination
+    private let recorded = Recorder()
+    private let consumer: Task<Void, Never>
+
+    init(destination: Destination = .internet, configure: Bool = true, receiveBufferSize: Int = 8 << 20, settle: Duration = .zero) async throws {
+        topology = try VethTopology(configure: configure)
+        monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path, receiveBufferSize: receiveBufferSize))
+        try await monitor.start()
+        self.destination = destination
+        let stream = ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: settle)
+        let recorded = self.recorded
+        consumer = Task {
+            for await verdict in stream { recorded.values.withLock { $0.append(verdict) } }
+        }
+    }
+
+    deinit {
+        consumer.cancel()
+        monitor.stop()
+    }
+
+    var verdicts: [Verdict] { recorded.values.withLock { $0 } }
+    var latest: Verdict? { verdicts.last }
+
+    /// Runs `ip` in the client namespace.
+    func client(_ arguments: String...) throws {
+        try runCommand(["ip", "-n", topology.client.name] + arguments)
+    }
+
+    /// Runs `ip` in the server namespace.
+    func server(_ arguments: String...) throws {
+        try runCommand(["ip", "-n", topology.server.name] + arguments)
+    }
+
+    /// Waits (bounded) until the latest published verdict satisfies `predicate` and the
+    /// monitor's snapshot equals a fresh kernel dump; records a test issue otherwise.
+    func expectSettled(
+        _ description: String,
+        timeout: Duration = .seconds(10),
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ predicate: (Verdict) -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var dump = NetworkSnapshot()
+        while ContinuousClock.now < deadline {
+            dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path)
+            if let latest, predicate(latest), monitor.snapshot == dump,
+               predicate(ConnectivityPolicy.evaluate(dump, for: destination)) {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let diff = SnapshotDiff(monitor: monitor.snapshot, kernel: dump)
+        Issue.record(
+            "\(description): latest verdict \(latest.map(String.init(describing:)) ?? "none"), kernel dump says \(ConnectivityPolicy.evaluate(dump, for: destination)); snapshot vs kernel: \(diff)",
+            sourceLocation: sourceLocation
+        )
+    }
+}
+
+final class Recorder: Sendable {
+    let values = Mutex<[Verdict]>([])
+}
+
+/// A short human-readable difference between two snapshots, for failure messages.
+struct SnapshotDiff: CustomStringConvertible {
+    var monitor: NetworkSnapshot
+    var kernel: NetworkSnapshot
+
+    var description: String {
+        if monitor == kernel { return "equal" }
+        var parts: [String] = []
+        let extraRoutes = Set(monitor.routes).subtracting(kernel.routes)
+        let missingRoutes = Set(kernel.routes).subtracting(monitor.routes)
+        if !extraRoutes.isEmpty { parts.append("stale routes \(extraRoutes.map(\.destination.description).sorted())") }
+        if !missingRoutes.isEmpty { parts.append("missing routes \(missingRoutes.map(\.destination.description).sorted())") }
+        if monitor.links != kernel.links { parts.append("links differ: \(monitor.links) vs \(kernel.links)") }
+        if monitor.addresses != kernel.addresses { parts.append("addresses differ: \(monitor.addresses) vs \(kernel.addresses)") }
+        return parts.joined(separator: "; ")
+    }
+}
+
+extension Verdict {
+    func isOffline(_ reason: OfflineReason) -> Bool { self == .offline(reason) }
+    func isOnline(via link: String, family: AddressFamily = .ipv4) -> Bool {
+        if case .online(let path) = self { return path.link == link && path.family == family }
+        return false
+    }
+}

@@ -1,0 +1,133 @@
+import ConnectivityPolicy
+import Foundation
+import Logging
+import SyncControl
+import Synchronization
+import TestSupport
+import Varlink
+
+/// A handler with canned answers that records the mutating calls it receives.
+final class FakeHandler: SyncControlHandler {
+    let broadcaster: StatusBroadcaster
+    private let calls = Mutex<[String]>([])
+
+    init(status: ControlStatus = Samples.status()) {
+        broadcaster = StatusBroadcaster(initial: status)
+    }
+
+    var recordedCalls: [String] { calls.withLock { $0 } }
+
+    func status() async throws -> ControlStatus {
+        broadcaster.current!
+    }
+
+    func statusUpdates() async -> AsyncStream<ControlStatus> {
+        broadcaster.updates()
+    }
+
+    func refresh(feed: String?) async throws -> [String] { try record("refresh", feed) }
+    func loadOlder(feed: String?) async throws -> [String] {
+        if feed == "fresh" { throw SyncControlError.notReady(feed: "fresh", reason: "first load has not succeeded") }
+        return try record("older", feed)
+    }
+    func retry(feed: String?) async throws -> [String] {
+        if feed == "boom" { throw CocoaStyleError() }
+        return try record("retry", feed)
+    }
+
+    func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage {
+        guard feed == "home" else { throw SyncControlError.feedNotFound(feed) }
+        let all = (1...5).reversed().map { n in
+            ControlItem(id: "\(n)", summary: "item \(n)", payload: ["id": .string("\(n)"), "content": .string("<p>item \(n)</p>")])
+        }
+        var start = 0
+        if let after {
+            guard let index = all.firstIndex(where: { $0.id == after }) else { throw SyncControlError.invalidCursor(after) }
+            start = index + 1
+        }
+        let slice = Array(all[start...].prefix(limit))
+        let next = start + slice.count < all.count ? slice.last?.id : nil
+        return ControlItemPage(items: slice, next: next)
+    }
+
+    private func record(_ verb: String, _ feed: String?) throws -> [String] {
+        if let feed, feed != "home", feed != "work" { throw SyncControlError.feedNotFound(feed) }
+        calls.withLock { $0.append("\(verb) \(feed ?? "*")") }
+        return feed.map { [$0] } ?? ["home", "work"]
+    }
+}
+
+struct CocoaStyleError: Error, CustomStringConvertible {
+    var description: String { "disk on fire" }
+}
+
+enum Samples {
+    static let now = Date(timeIntervalSince1970: 1_714_564_800) // 2024-05-01 12:00:00 UTC
+
+    static func status(online: Bool = true) -> ControlStatus {
+        let banner = online ? nil : ControlOfflineBanner(reason: .noCarrier, since: now.addingTimeInterval(-125))
+        let connectivity: ControlConnectivity = online
+            ? .online(link: "eth0", family: .ipv4, since: now.addingTimeInterval(-300))
+            : .offline(reason: .noCarrier, since: now.addingTimeInterval(-125))
+        let home = ControlFeed(
+            name: "home",
+            source: "https://social.example/api/v1/timelines/home",
+            initial: .loaded,
+            older: .failed("timeout", attempt: 3, nextRetryAt: now.addingTimeInterval(12)),
+            newer: .loaded,
+            itemCount: 120,
+            lastSync: now.addingTimeInterval(-180),
+            presentation: ControlPresentation(
+                main: .content([ControlRow(id: "9", summary: "Hello world"), ControlRow(id: "8", summary: "Second post")]),
+                offlineBanner: banner,
+                olderFooter: .error("timeout"),
+                newerNotice: .newItems(count: 3)
+            )
+        )
+        let work = ControlFeed(
+            name: "work",
+            initial: ControlDirection(phase: .loading, paused: !online),
+            presentation: ControlPresentation(main: .skeleton(rows: 4), offlineBanner: banner)
+        )
+        return ControlStatus(version: "0.1.0", connectivity: connectivity, banner: banner, feeds: [home, work])
+    }
+}
+
+/// A private directory for a test's socket, reachable by an unprivileged child process.
+func makeSocketDirectory() throws -> String {
+    var template = Array("/tmp/varlink-test-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw CocoaStyleError() }
+    let path = String(cString: made)
+    chmod(path, 0o755)
+    return path
+}
+
+/// Runs a control server on a fresh socket for the duration of `body`.
+func withControlServer<R: Sendable>(
+    handler: FakeHandler = FakeHandler(),
+    policy: ControlAccessPolicy = ControlAccessPolicy(),
+    maxConnections: Int = 64,
+    maxMessageSize: Int = 64 * 1024,
+    _ body: @Sendable (String) async throws -> R
+) async throws -> R {
+    let directory = try makeSocketDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let path = directory + "/io.syncd"
+    var configuration = SyncControlServer.Configuration(socketPath: path, controlGroup: nil, useSocketActivation: false, version: "0.1.0")
+    configuration.maxConnections = maxConnections
+    configuration.maxMessageSize = maxMessageSize
+    let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: Logger(label: "test"))
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await server.run() }
+        await server.waitUntilListening()
+        do {
+            let result = try await body(path)
+            group.cancelAll()
+            try await group.waitForAll()
+            return result
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+    }
+}
