@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "DemoFeedServer", targets: ["DemoFeedServer"]),
         .library(name: "Varlink", targets: ["Varlink"]),
         .library(name: "SyncControl", targets: ["SyncControl"]),
+        .library(name: "SyncDaemon", targets: ["SyncDaemon"]),
         .executable(name: "syncd", targets: ["syncd"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
         .executable(name: "demo-feed", targets: ["demo-feed"]),
@@ -125,17 +126,28 @@ let package = Package(
             resources: [.copy("io.syncd.varlink")]
         ),
 
+        /// The daemon: configuration, systemd integration, and the wiring of monitor, coordinator,
+        /// store, feed sources and control server into one service.
+        .target(
+            name: "SyncDaemon",
+            dependencies: [
+                "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
+                "HTTPFeedSource", "SyncControl", "Varlink", "DemoFeedServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]
+        ),
+
         // MARK: Executables
 
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
-                "HTTPFeedSource", "DemoFeedServer", "SyncControl", "Varlink",
+                "SyncDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),
         .executableTarget(
@@ -165,6 +177,7 @@ let package = Package(
         // MARK: Tests
 
         .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
+        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]),
         .testTarget(
             name: "NetlinkMonitorTests",
             dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]
@@ -174,6 +187,8 @@ let package = Package(
             dependencies: ["SyncCore", .product(name: "Clocks", package: "swift-clocks")]
         ),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport"]),
+        /// Writes pages to a store and can stop inside a commit, so SyncStoreTests can SIGKILL it there.
+        .executableTarget(name: "store-writer", dependencies: ["SyncStore", "SyncCore"], path: "Tests/StoreWriter"),
         .testTarget(
             name: "SyncCoordinatorTests",
             dependencies: [
@@ -187,11 +202,12 @@ let package = Package(
                 "HTTPFeedSource", "DemoFeedServer", "SyncCore", "SyncCoordinator", "SyncStore", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "TestSupport"]),
-        .testTarget(name: "SyncdTests", dependencies: ["SyncControl", "TestSupport"]),
+        .testTarget(name: "SyncdTests", dependencies: ["SyncDaemon", "SyncControl", "DemoFeedServer", "TestSupport"]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
         .target(name: "TestSupport", dependencies: ["NetlinkProbe"], path: "Tests/TestSupport"),
     ],

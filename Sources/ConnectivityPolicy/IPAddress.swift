@@ -53,6 +53,11 @@ public struct IPAddress: Sendable, Hashable, Codable, Comparable, CustomStringCo
         return nil
     }
 
+    /// `127.0.0.0/8` or `::1`.
+    public var isLoopback: Bool {
+        family == .ipv4 ? high >> 56 == 127 : (high == 0 && low == 1)
+    }
+
     /// The all-zero address of a family.
     public static func zero(_ family: AddressFamily) -> IPAddress {
         IPAddress(bytes: [UInt8](repeating: 0, count: family == .ipv4 ? 4 : 16))!

@@ -86,7 +86,15 @@ public enum ConnectivityPolicy {
     /// destination's family and the most specific route covering it (in the main table) leads
     /// out of that link without being marked linkdown. A more specific reject route
     /// (blackhole, unreachable, prohibit) wins over a broader unicast one, as in the kernel.
+    ///
+    /// A loopback destination (a feed served on this machine) is reachable whenever the loopback
+    /// link is up: no carrier, address or route elsewhere matters to it.
     public static func evaluate(_ snapshot: NetworkSnapshot, for destination: Destination = .internet) -> Verdict {
+        if case .addresses(let list) = destination, let address = list.first(where: \.isLoopback),
+           let loopback = snapshot.links.first(where: { $0.isLoopback && $0.flags.contains(.up) }) {
+            let host = IPPrefix(address: address, length: address.family == .ipv4 ? 32 : 128)
+            return .online(OnlinePath(link: loopback.name, linkIndex: loopback.index, family: address.family, route: host, gateway: nil))
+        }
         let carrierLinks = Dictionary(
             snapshot.links.filter { $0.hasCarrier && !$0.isLoopback }.map { ($0.index, $0) },
             uniquingKeysWith: { first, _ in first }

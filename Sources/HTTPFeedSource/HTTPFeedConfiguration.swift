@@ -2,7 +2,7 @@ import Foundation
 import SyncCore
 
 /// One HTTP feed: where it is and how to read it.
-public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible {
+public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// The URL of the newest page, e.g. `https://mastodon.example/api/v1/timelines/home?limit=40`.
     public var url: URL
     /// The JSON key holding each item's id (a string, or an integer kept as its digits).
@@ -53,12 +53,25 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
             + "authorization: \(authorization.map(String.init(describing:)) ?? "none"), "
             + "requestTimeout: \(requestTimeout), maxBodyBytes: \(maxBodyBytes))"
     }
+
+    /// What `dump` and debuggers show: the URL redacted, the token hidden.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "url": url.redactedForLog,
+            "idField": idField,
+            "authorization": authorization.map(String.init(describing:)) ?? "none",
+            "requestTimeout": requestTimeout,
+            "maxBodyBytes": maxBodyBytes,
+            "emptyFeedMinID": emptyFeedMinID as Any,
+            "userAgent": userAgent,
+        ])
+    }
 }
 
 extension URL {
     /// The URL with the values of credential-looking query parameters replaced, for logs and
     /// error messages (some APIs take `access_token=` in the query).
-    var redactedForLog: String {
+    public var redactedForLog: String {
         guard var components = URLComponents(url: self, resolvingAgainstBaseURL: false) else { return "<unparseable URL>" }
         components.user = nil
         components.password = nil

@@ -1,20 +1,15 @@
 import ConnectivityPolicy
+import Synchronization
 
-/// Turns a stream of snapshots into a stream of connectivity verdicts for one destination.
+/// Turns snapshots into a stream of connectivity verdicts for one destination.
 ///
 /// Only changes are published. Offline is published at once; online only once it has held
 /// for `settle`, so a flapping link yields one online rather than one per flap (``SettleGate``).
 /// The first verdict is published immediately: it is the starting state, not a transition.
 public enum ConnectivityMonitor {
-    private enum Event: Sendable {
-        case snapshot(NetworkSnapshot)
-        case deadline(generation: Int)
-    }
-
-    /// Verdicts for `destination` computed from `snapshots`, timed by `clock`.
+    /// Verdicts for `destination` computed from any stream of snapshots, timed by `clock`.
     ///
-    /// Cancelling the consumer (or the returned stream's termination) stops the work; the stream
-    /// finishes when `snapshots` does.
+    /// The stream finishes when `snapshots` does; ending the consumer stops the work.
     public static func verdicts<Snapshots, C>(
         from snapshots: Snapshots,
         for destination: Destination = .internet,
@@ -22,64 +17,115 @@ public enum ConnectivityMonitor {
         clock: C
     ) -> AsyncStream<Verdict>
     where Snapshots: AsyncSequence & Sendable, Snapshots.Element == NetworkSnapshot, C: Clock<Duration> {
-        let (output, publish) = AsyncStream<Verdict>.makeStream()
-        let (events, feed) = AsyncStream<Event>.makeStream()
-
+        let (output, continuation) = AsyncStream<Verdict>.makeStream()
+        let publisher = VerdictPublisher(destination: destination, settle: settle, clock: clock, output: continuation)
         let feeder = Task {
             do {
-                for try await snapshot in snapshots { feed.yield(.snapshot(snapshot)) }
+                for try await snapshot in snapshots { publisher.receive(snapshot) }
             } catch {}
-            feed.finish()
+            publisher.finish()
         }
-        let driver = Task {
-            var gate = SettleGate<C.Instant>(settle: settle)
-            var timer: Task<Void, Never>?
-            var generation = 0
-            for await event in events {
-                let action: SettleGate<C.Instant>.Action
-                switch event {
-                case .snapshot(let snapshot):
-                    action = gate.observe(ConnectivityPolicy.evaluate(snapshot, for: destination), at: clock.now)
-                case .deadline(let fired):
-                    guard fired == generation else { continue }
-                    action = gate.deadlineReached(at: clock.now)
-                }
-                switch action {
-                case .publish(let verdict):
-                    publish.yield(verdict)
-                case .schedule(let due):
-                    timer?.cancel()
-                    generation += 1
-                    let armed = generation
-                    timer = Task {
-                        do { try await clock.sleep(until: due, tolerance: nil) } catch { return }
-                        feed.yield(.deadline(generation: armed))
-                    }
-                case .cancelTimer:
-                    timer?.cancel()
-                    timer = nil
-                    generation += 1
-                case .none:
-                    break
-                }
-            }
-            timer?.cancel()
-            publish.finish()
-        }
-        publish.onTermination = { _ in
+        continuation.onTermination = { _ in
             feeder.cancel()
-            driver.cancel()
-            feed.finish()
+            publisher.finish()
         }
         return output
     }
 
-    /// Verdicts for `destination` from a running ``NetlinkMonitor``, on the continuous clock.
-    public static func verdicts(
+    /// Verdicts for `destination` from a running ``NetlinkMonitor``.
+    ///
+    /// Snapshots are evaluated on the monitor's own thread as they are published, so an offline
+    /// verdict reaches the consumer with a single hand-over rather than one per stage.
+    public static func verdicts<C: Clock<Duration>>(
         from monitor: NetlinkMonitor,
         for destination: Destination = .internet,
-        settle: Duration = .seconds(2)
+        settle: Duration = .seconds(2),
+        clock: C = ContinuousClock()
     ) -> AsyncStream<Verdict> {
-        verdicts(from: monitor.snapshots(), for: destination, settle: settle, clock: ContinuousClock())
+        let (output, continuation) = AsyncStream<Verdict>.makeStream()
+        let publisher = VerdictPublisher(destination: destination, settle: settle, clock: clock, output: continuation)
+        let token = monitor.addObserver(
+            onSnapshot: { publisher.receive($0) },
+            onFinish: { publisher.finish() }
+        )
+        continuation.onTermination = { [weak monitor] _ in
+            monitor?.removeObserver(token)
+            publisher.finish()
+        }
+        return output
+    }
+}
+
+/// Evaluates snapshots through a ``SettleGate`` and yields the verdicts it publishes; owns the
+/// settle timer. Safe to feed from any thread.
+final class VerdictPublisher<C: Clock<Duration>>: Sendable {
+    private struct State {
+        var gate: SettleGate<C.Instant>
+        var timer: Task<Void, Never>?
+        /// Distinguishes the armed timer from ones already superseded.
+        var generation = 0
+        var finished = false
+    }
+
+    private let destination: Destination
+    private let clock: C
+    private let output: AsyncStream<Verdict>.Continuation
+    private let state: Mutex<State>
+
+    init(destination: Destination, settle: Duration, clock: C, output: AsyncStream<Verdict>.Continuation) {
+        self.destination = destination
+        self.clock = clock
+        self.output = output
+        self.state = Mutex(State(gate: SettleGate(settle: settle)))
+    }
+
+    func receive(_ snapshot: NetworkSnapshot) {
+        let verdict = ConnectivityPolicy.evaluate(snapshot, for: destination)
+        let now = clock.now
+        state.withLock { state in
+            guard !state.finished else { return }
+            apply(state.gate.observe(verdict, at: now), to: &state)
+        }
+    }
+
+    func finish() {
+        state.withLock { state in
+            guard !state.finished else { return }
+            state.finished = true
+            state.timer?.cancel()
+            state.timer = nil
+        }
+        output.finish()
+    }
+
+    private func deadline(generation: Int) {
+        let now = clock.now
+        state.withLock { state in
+            guard !state.finished, generation == state.generation else { return }
+            apply(state.gate.deadlineReached(at: now), to: &state)
+        }
+    }
+
+    /// Runs under the lock, so verdicts are yielded in the order the gate decided them.
+    private func apply(_ action: SettleGate<C.Instant>.Action, to state: inout State) {
+        switch action {
+        case .publish(let verdict):
+            output.yield(verdict)
+        case .schedule(let due):
+            state.timer?.cancel()
+            state.generation += 1
+            let armed = state.generation
+            let clock = self.clock
+            state.timer = Task { [weak self] in
+                do { try await clock.sleep(until: due, tolerance: nil) } catch { return }
+                self?.deadline(generation: armed)
+            }
+        case .cancelTimer:
+            state.timer?.cancel()
+            state.timer = nil
+            state.generation += 1
+        case .none:
+            break
+        }
     }
 }

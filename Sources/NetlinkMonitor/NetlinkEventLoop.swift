@@ -212,7 +212,7 @@ final class NetlinkEventLoop {
     private func resyncRoutes() {
         routeResync = .none
         monitor.updateStatistics { $0.routeResyncs += 1 }
-        resync(routeCache, "routes", callback: NetlinkEventLoop.tableChanged)
+        refillRoutes()
         dirty = true
     }
 
@@ -221,8 +221,22 @@ final class NetlinkEventLoop {
         resync(linkCache, "links", callback: NetlinkEventLoop.linkChanged)
         resync(addressCache, "addresses", callback: NetlinkEventLoop.addressChanged)
         routeResync = .none
-        resync(routeCache, "routes", callback: NetlinkEventLoop.tableChanged)
+        refillRoutes()
         dirty = true
+    }
+
+    /// Re-reads the route table from scratch (clear, then dump), like the first fill.
+    ///
+    /// Not `nl_cache_resync`: it marks every cached route, merges each dumped route into its
+    /// cached twin, then deletes whatever is still marked. For an IPv6 route with a gateway libnl
+    /// merges (its `route_update`, meant for per-nexthop ECMP notifications) and leaves the twin
+    /// marked, so every resync dropped all IPv6 gateway routes, the IPv6 default route included
+    /// (found by ResilienceTests). Callers mark the snapshot dirty; no per-route callback is needed.
+    private func refillRoutes() {
+        let result = nl_cache_refill(syncSocket, routeCache)
+        if result < 0 {
+            logger.error("re-reading routes failed", metadata: ["error": "\(NetlinkError("refill routes", libnl: result))"])
+        }
     }
 
     private func resync(_ cache: OpaquePointer?, _ name: String, callback: change_func_t) {

@@ -59,10 +59,21 @@ public final class NetlinkMonitor: Sendable {
         public var receiveBufferBytes: Int = 0
     }
 
+    struct Observer: Sendable {
+        var onSnapshot: @Sendable (NetworkSnapshot) -> Void
+        var onFinish: @Sendable () -> Void
+    }
+
+    /// Identifies an observer for ``removeObserver(_:)``.
+    public struct ObserverToken: Sendable, Hashable {
+        let id: Int
+    }
+
     private struct State: ~Copyable {
         var snapshot = NetworkSnapshot()
         var statistics = Statistics()
         var subscribers: [Int: AsyncStream<NetworkSnapshot>.Continuation] = [:]
+        var observers: [Int: Observer] = [:]
         var nextSubscriber = 0
         var running = false
         var finished = false
@@ -174,14 +185,42 @@ public final class NetlinkMonitor: Sendable {
         return stream
     }
 
+    /// Calls `onSnapshot` on the monitor's thread with the current snapshot (if running) and
+    /// every change, and `onFinish` when the monitor stops. Observers must return quickly: they
+    /// run before the next notification is read. ``snapshots()`` is the asynchronous form.
+    public func addObserver(
+        onSnapshot: @escaping @Sendable (NetworkSnapshot) -> Void,
+        onFinish: @escaping @Sendable () -> Void = {}
+    ) -> ObserverToken {
+        let (id, current, finished) = state.withLock { state -> (Int, NetworkSnapshot?, Bool) in
+            let id = state.nextSubscriber
+            state.nextSubscriber += 1
+            if !state.finished { state.observers[id] = Observer(onSnapshot: onSnapshot, onFinish: onFinish) }
+            return (id, state.running ? state.snapshot : nil, state.finished)
+        }
+        if finished {
+            onFinish()
+        } else if let current {
+            onSnapshot(current)
+        }
+        return ObserverToken(id: id)
+    }
+
+    /// Stops calling an observer.
+    public func removeObserver(_ token: ObserverToken) {
+        _ = state.withLock { $0.observers.removeValue(forKey: token.id) }
+    }
+
     // MARK: Called from the loop thread
 
     func publish(_ snapshot: NetworkSnapshot) {
-        state.withLock { state in
+        let observers = state.withLock { state in
             state.snapshot = snapshot
             state.statistics.snapshotsPublished += 1
             for continuation in state.subscribers.values { continuation.yield(snapshot) }
+            return Array(state.observers.values)
         }
+        for observer in observers { observer.onSnapshot(snapshot) }
     }
 
     func updateStatistics(_ body: (inout Statistics) -> Void) {
@@ -189,12 +228,16 @@ public final class NetlinkMonitor: Sendable {
     }
 
     private func finishSubscribers() {
-        let subscribers = state.withLock { state in
+        let (subscribers, observers) = state.withLock { state in
             state.finished = true
-            defer { state.subscribers = [:] }
-            return Array(state.subscribers.values)
+            defer {
+                state.subscribers = [:]
+                state.observers = [:]
+            }
+            return (Array(state.subscribers.values), Array(state.observers.values))
         }
         for continuation in subscribers { continuation.finish() }
+        for observer in observers { observer.onFinish() }
     }
 
     private static func makePipe() throws(NetlinkError) -> (Int32, Int32) {

@@ -104,6 +104,8 @@ public struct SyncControlClient: Sendable {
             case "io.syncd.InternalError": return SyncControlError.remote(VarlinkErrorDescription(name: error.name, text: "syncd failed: \(error.string("message") ?? "internal error")"))
             default: return SyncControlError.remote(VarlinkErrorDescription(name: error.name, text: error.description))
             }
+        case VarlinkProtocolError.connectionClosed:
+            return SyncControlError.remote(VarlinkErrorDescription(name: "closed", text: "syncd closed the connection"))
         case let error as VarlinkProtocolError:
             return SyncControlError.remote(VarlinkErrorDescription(name: "protocol", text: error.description))
         default:

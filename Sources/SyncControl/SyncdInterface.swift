@@ -139,5 +139,6 @@ public enum SyncdInterface {
     error NotReady (feed: string, reason: string)
 
     error InternalError (message: string)
+
     """
 }

@@ -27,6 +27,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var background: [Task<Void, Never>] = []
     private var started = false
     private var stopped = false
+    /// Answers that arrived after their request was cancelled and were dropped uncommitted.
+    public private(set) var droppedAnswers = 0
     private var published: FeedState
     private let broadcast = StateBroadcast()
     private let parentBroadcast: StateBroadcast?
@@ -222,6 +224,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         // that going offline (or stop) cancelled is never stored.
         guard !stopped, machine.isRunning(request.token, in: direction) else {
             logger.debug("dropped answer of a cancelled request", metadata: ["direction": "\(direction)"])
+            droppedAnswers += 1
             return
         }
         switch result {

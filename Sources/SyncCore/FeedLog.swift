@@ -12,10 +12,11 @@ public struct FeedLog: Sendable, Hashable {
 
     /// The cursors and end flag after committing `page` in `direction`.
     ///
-    /// Shared by every store so they agree: older pages move the older cursor (its absence is the
-    /// end of the feed); newer pages move the newer cursor only when the server gave one; a page
-    /// that lands in an empty feed also sets the older cursor, because it is the feed's first
-    /// content (a refresh of a feed that was empty when first loaded).
+    /// Shared by every store so they agree: older pages move only the older cursor (its absence is
+    /// the end of the feed; their own newer link points inside the stored items and is ignored);
+    /// first and newer pages move the newer cursor when the server gave one; a page that lands in
+    /// an empty feed also sets the older cursor, because it is the feed's first content (a refresh
+    /// of a feed that was empty when first loaded).
     public static func cursors(
         after page: FeedPage,
         direction: Direction,
@@ -24,7 +25,9 @@ public struct FeedLog: Sendable, Hashable {
     ) -> (older: String?, newer: String?, endReached: Bool) {
         let newer = page.newerCursor ?? current.newerCursor
         switch direction {
-        case .initial, .older:
+        case .older:
+            return (page.olderCursor, current.newerCursor, page.olderCursor == nil)
+        case .initial:
             return (page.olderCursor, newer, page.olderCursor == nil)
         case .newer:
             if feedWasEmpty { return (page.olderCursor, newer, page.olderCursor == nil) }

@@ -322,7 +322,9 @@ public struct FeedMachine: Sendable {
     private mutating func goOnline<R: RandomSource>(random: inout R) {
         guard isOffline else { return }
         offline = nil
-        var wanted: Set<Direction> = Set(Direction.allCases.filter { lane($0).paused })
+        // Paused directions were asked for (a permanently failed one only by hand), so they run.
+        let paused = Set(Direction.allCases.filter { lane($0).paused })
+        var wanted = paused
         for direction in Direction.allCases {
             let lane = lane(direction)
             if let failure = lane.load.failure, !failure.error.isPermanent { wanted.insert(direction) }
@@ -335,6 +337,7 @@ public struct FeedMachine: Sendable {
 
         for direction in [Direction.initial, .older, .newer] where wanted.contains(direction) {
             guard canRun(direction), lane(direction).running == nil, lane(direction).timer == nil else { continue }
+            if lane(direction).isPermanentlyFailed && !paused.contains(direction) { continue }
             var delay = random.nextDuration(upTo: configuration.reconnectSpread)
             if let notBefore = lane(direction).notBefore, notBefore > now {
                 delay = max(delay, .seconds(notBefore.timeIntervalSince(now)))

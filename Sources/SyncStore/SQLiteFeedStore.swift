@@ -22,7 +22,7 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// The file path of the database.
     public let path: String
-    private let pool: DatabasePool
+    let pool: DatabasePool
     private let commitHook: (@Sendable (CommitStage) -> Void)?
 
     /// Opens (creating if needed) the store at `path` and migrates it.
@@ -53,6 +53,11 @@ public struct SQLiteFeedStore: FeedStore {
         return try await pool.write { db in
             try Self.commit(db, feed: feed, direction: direction, page: page, at: date, hook: hook)
         }
+    }
+
+    /// ``load(feed:)``, blocking: for small tools that have no async context.
+    public func loadSynchronously(feed: String) throws -> PersistedFeed {
+        try pool.read { db in try Self.persisted(db, feed: feed) }
     }
 
     /// The same commit, blocking: for small tools that have no async context.

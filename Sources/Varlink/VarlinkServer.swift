@@ -207,7 +207,11 @@ public final class VarlinkServer: Sendable {
                 .withConnectedSocket(socket.fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkFrameDecoder(maxMessageSize: maxMessageSize)))
-                        return try NIOAsyncChannel<VarlinkFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        // Half-closure lets a finished stream end with EOF while the client may still talk.
+                        return try NIOAsyncChannel<VarlinkFrame, ByteBuffer>(
+                            wrappingChannelSynchronously: channel,
+                            configuration: .init(isOutboundHalfClosureEnabled: true)
+                        )
                     }
                 }
         } catch {

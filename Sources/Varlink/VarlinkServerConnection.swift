@@ -90,8 +90,8 @@ struct VarlinkServerConnection: Sendable {
                 case .none:
                     try await self.reply(to: call, VarlinkReply())
                 case .continued:
-                    // The stream ended without a final reply: closing tells the client it is over.
-                    throw CancellationError()
+                    // The stream ended without a final reply: end-of-file tells the client it is over.
+                    outbound.finish()
                 case .finished:
                     break
                 }

@@ -189,6 +189,17 @@ extension Verdict {
         #expect(net.verdict(.addresses([v6, v4])).link == "eth0")
     }
 
+    @Test func loopbackDestinationNeedsOnlyTheLoopbackLink() {
+        var net = Net()
+        net.setLink(2, flags: [.up], operState: .down)
+        #expect(net.verdict() == .offline(.noCarrier))
+        #expect(net.verdict(.addresses([IPAddress("127.0.0.1")!])).link == "lo")
+        #expect(net.verdict(.addresses([IPAddress("::1")!])).link == "lo")
+        net.setLink(1, flags: [.loopback], operState: .unknown)
+        #expect(net.verdict(.addresses([IPAddress("127.0.0.1")!])) == .offline(.noCarrier))
+        #expect(IPAddress("127.8.9.10")!.isLoopback && !IPAddress("128.0.0.1")!.isLoopback && !IPAddress("::2")!.isLoopback)
+    }
+
     @Test func emptyAddressListIsNoRoute() {
         #expect(Net().verdict(.addresses([])) == .offline(.noRoute))
     }

@@ -17,9 +17,12 @@ struct ControlClientTests {
         let handler = FakeHandler()
         try await withControlServer(handler: handler) { path in
             let client = SyncControlClient(socketPath: path)
-            #expect(try await client.refresh() == ["home", "work"])
-            #expect(try await client.loadOlder(feed: "home") == ["home"])
-            #expect(try await client.retry(feed: "work") == ["work"])
+            let refreshed = try await client.refresh()
+            let older = try await client.loadOlder(feed: "home")
+            let retried = try await client.retry(feed: "work")
+            #expect(refreshed == ["home", "work"])
+            #expect(older == ["home"])
+            #expect(retried == ["work"])
             await #expect(throws: SyncControlError.feedNotFound("nope")) { try await client.refresh(feed: "nope") }
         }
         #expect(handler.recordedCalls == ["refresh *", "older home", "retry work"])

@@ -116,7 +116,7 @@ func withControlServer<R: Sendable>(
     var configuration = SyncControlServer.Configuration(socketPath: path, controlGroup: nil, useSocketActivation: false, version: "0.1.0")
     configuration.maxConnections = maxConnections
     configuration.maxMessageSize = maxMessageSize
-    let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: Logger(label: "test"))
+    let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await server.run() }
         await server.waitUntilListening()
@@ -129,5 +129,13 @@ func withControlServer<R: Sendable>(
             group.cancelAll()
             throw error
         }
+    }
+}
+
+/// Runs a command on its own thread: the test process's cooperative pool has as few threads as
+/// there are cores, and a child that calls back into an in-process server must not block them.
+func runCommandOffPool(_ arguments: [String]) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try runCommand(arguments) }) }.start()
     }
 }

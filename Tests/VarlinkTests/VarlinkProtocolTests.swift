@@ -2,6 +2,7 @@ import Foundation
 import SyncControl
 import Testing
 import Varlink
+import Logging
 
 @Suite("Varlink protocol")
 struct VarlinkProtocolTests {
@@ -215,12 +216,12 @@ struct VarlinkProtocolTests {
         close(fd)
 
         let service = VarlinkService(info: VarlinkServiceInfo(vendor: "t", product: "t", version: "1", url: "u"), interfaces: [])
-        let first = VarlinkServer(service: service, configuration: .init(listen: .path(path)))
+        let first = VarlinkServer(service: service, configuration: .init(listen: .path(path)), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await first.run() }
             await first.waitUntilListening()
             _ = try await VarlinkClient(socketPath: path).call("org.varlink.service.GetInfo")
-            let second = VarlinkServer(service: service, configuration: .init(listen: .path(path)))
+            let second = VarlinkServer(service: service, configuration: .init(listen: .path(path)), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
             await #expect(throws: VarlinkSocketError.self) { try await second.run() }
             group.cancelAll()
             try await group.waitForAll()

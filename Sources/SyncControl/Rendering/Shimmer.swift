@@ -42,6 +42,7 @@ public enum Shimmer {
         let gap = 1
         let textWidth = max(1, Int(Double(width - avatar - gap) * rowShape(index)))
         var out = ""
+        var currentShade = -1
         for column in 0..<(avatar + gap + textWidth) {
             if column >= avatar && column < avatar + gap {
                 out += " "
@@ -49,8 +50,13 @@ public enum Shimmer {
             }
             let level = intensity(column: column, width: width, phase: phase)
             if style.color {
-                // Grey 237 at rest up to 250 under the highlight.
-                out += "\u{1B}[38;5;\(237 + Int((level * 13).rounded()))m█"
+                // Grey 237 at rest up to 250 under the highlight; a new sequence only where the shade changes.
+                let shade = 237 + Int((level * 13).rounded())
+                if shade != currentShade {
+                    out += "\u{1B}[38;5;\(shade)m"
+                    currentShade = shade
+                }
+                out += "█"
             } else {
                 out += level > 0.66 ? "▓" : level > 0.33 ? "▒" : "░"
             }

@@ -30,7 +30,9 @@ public enum TimeFormatting {
         calendar.timeZone = timeZone
         let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
         func two(_ value: Int?) -> String { String(format: "%02d", value ?? 0) }
-        let zone = timeZone.abbreviation(for: date) ?? timeZone.identifier
+        // Foundation calls UTC "GMT"; systemd tools say UTC.
+        let abbreviation = timeZone.abbreviation(for: date) ?? timeZone.identifier
+        let zone = timeZone.secondsFromGMT(for: date) == 0 && ["GMT", "UTC"].contains(abbreviation) ? "UTC" : abbreviation
         return "\(c.year ?? 0)-\(two(c.month))-\(two(c.day)) \(two(c.hour)):\(two(c.minute)):\(two(c.second)) \(zone)"
     }
 

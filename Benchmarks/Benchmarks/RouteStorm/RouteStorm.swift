@@ -1,0 +1,61 @@
+// Route storm: 100,000 route adds, the default route's removal, then 100,000 deletes, in a fresh
+// namespace per iteration. The monitor runs alone in a process (`storm-monitor`) next to
+// `ip monitor route`, both consuming the same storm in the same run; both are measured from
+// outside through /proc (CPU time from just before the storm until each has caught up, peak RSS).
+// Every iteration also checks that the monitor's final verdict equals a fresh kernel dump's.
+// Needs root, and `storm-monitor` built next to this executable (scripts/bench does both).
+
+import Benchmark
+import BenchmarkSupport
+import Foundation
+
+let monitorCPU = BenchmarkMetric.custom("monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
+let ipMonitorCPU = BenchmarkMetric.custom("ip monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
+let cpuRatioPercent = BenchmarkMetric.custom("CPU monitor/ip monitor (%)", polarity: .prefersSmaller, useScalingFactor: false)
+let monitorPeakRSS = BenchmarkMetric.custom("monitor peak RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
+let ipMonitorPeakRSS = BenchmarkMetric.custom("ip monitor peak RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
+let monitorConverged = BenchmarkMetric.custom("monitor caught up (ms)", polarity: .prefersSmaller, useScalingFactor: false)
+let ipMonitorDrained = BenchmarkMetric.custom("ip monitor caught up (ms)", polarity: .prefersSmaller, useScalingFactor: false)
+let monitorDrops = BenchmarkMetric.custom("monitor kernel drops (#)", polarity: .prefersSmaller, useScalingFactor: false)
+let ipMonitorDrops = BenchmarkMetric.custom("ip monitor kernel drops (#)", polarity: .prefersSmaller, useScalingFactor: false)
+
+/// `storm-monitor` sits in the same build directory as this benchmark executable.
+func helperPath() -> String {
+    if let path = ProcessInfo.processInfo.environment["STORM_MONITOR"] { return path }
+    let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    return me.deletingLastPathComponent().appendingPathComponent("storm-monitor").path
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let routes = Int(environment["STORM_ROUTES"] ?? "") ?? 100_000
+    let iterations = Int(environment["STORM_ITERATIONS"] ?? "") ?? 3
+    let custom = [monitorCPU, ipMonitorCPU, cpuRatioPercent, monitorPeakRSS, ipMonitorPeakRSS, monitorConverged, ipMonitorDrained, monitorDrops, ipMonitorDrops]
+    Benchmark(
+        "Route storm \(routes) adds + deletes: monitor vs ip monitor",
+        configuration: .init(
+            metrics: [.wallClock] + custom,
+            timeUnits: .milliseconds,
+            units: Dictionary(uniqueKeysWithValues: custom.map { ($0, BenchmarkUnits.count) }),
+            warmupIterations: 0,
+            maxDuration: .seconds(900),
+            maxIterations: iterations
+        )
+    ) { benchmark in
+        do {
+            let result = try await RouteStormRig.run(routes: routes, helperPath: helperPath())
+            benchmark.measurement(monitorCPU, result.monitorCPU.wholeMilliseconds)
+            benchmark.measurement(ipMonitorCPU, result.ipCPU.wholeMilliseconds)
+            benchmark.measurement(cpuRatioPercent, Int((result.cpuRatio * 100).rounded()))
+            benchmark.measurement(monitorPeakRSS, result.monitorPeakRSS >> 10)
+            benchmark.measurement(ipMonitorPeakRSS, result.ipPeakRSS >> 10)
+            benchmark.measurement(monitorConverged, result.monitorConverged.wholeMilliseconds)
+            benchmark.measurement(ipMonitorDrained, result.ipDrained.wholeMilliseconds)
+            benchmark.measurement(monitorDrops, result.monitorDrops)
+            benchmark.measurement(ipMonitorDrops, result.ipDrops)
+            print("iteration \(benchmark.currentIteration): \(result.description)")
+        } catch {
+            benchmark.error("route storm: \(error)")
+        }
+    }
+}

@@ -1,0 +1,67 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// syncd's benchmarks (ordo-one/benchmark): `scripts/bench` at the repository root builds them in
+/// release and runs them. Each directory under `Benchmarks/` is one benchmark executable; add a
+/// new one as another `.executableTarget` with the `BenchmarkPlugin` (see BENCHMARKS.md).
+///
+/// Kept out of the root package so that the benchmark tool and its malloc interposer never enter
+/// the product's dependency graph. Most benchmarks need root: they build network namespaces.
+let package = Package(
+    name: "syncd-benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        // `name:` pins the identity to the root package's name, so the manifest does not depend on
+        // the directory the repository was cloned into.
+        .package(name: "syncd", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        /// Rigs shared by the benchmarks: process and socket accounting read from /proc, child processes.
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: [
+                .product(name: "NetlinkMonitor", package: "syncd"),
+                .product(name: "NetlinkProbe", package: "syncd"),
+                .product(name: "ConnectivityPolicy", package: "syncd"),
+            ]
+        ),
+        /// The monitor alone in a process of its own, so a storm's CPU time and peak RSS can be
+        /// read for it exactly as for `ip monitor` (built by `scripts/bench` before the run).
+        .executableTarget(
+            name: "storm-monitor",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "NetlinkMonitor", package: "syncd"),
+                .product(name: "ConnectivityPolicy", package: "syncd"),
+            ]
+        ),
+        /// Link goes admin-down → offline verdict published, next to the raw kernel notification.
+        .executableTarget(
+            name: "LinkLatency",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NetlinkMonitor", package: "syncd"),
+                .product(name: "NetlinkProbe", package: "syncd"),
+                .product(name: "ConnectivityPolicy", package: "syncd"),
+            ],
+            path: "Benchmarks/LinkLatency",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        /// 100,000 route adds then deletes: the monitor's CPU time and peak RSS next to `ip monitor route`.
+        .executableTarget(
+            name: "RouteStorm",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NetlinkMonitor", package: "syncd"),
+                .product(name: "NetlinkProbe", package: "syncd"),
+                .product(name: "ConnectivityPolicy", package: "syncd"),
+            ],
+            path: "Benchmarks/RouteStorm",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,261 @@
+import ConnectivityPolicy
+import Foundation
+import NetlinkMonitor
+import NetlinkProbe
+
+/// The outcome of one route storm.
+public struct StormResult: Sendable {
+    /// The monitor process (`storm-monitor`): CPU spent from just before the storm until it had
+    /// converged on the kernel's final tables, and its peak RSS over its whole life.
+    public var monitorCPU: Duration
+    public var monitorUser: Duration
+    public var monitorSystem: Duration
+    public var monitorRSSBefore: Int
+    public var monitorPeakRSS: Int
+    /// Storm start → the monitor's snapshot and verdict equal a fresh dump's.
+    public var monitorConverged: Duration
+    public var monitorDrops: Int
+    public var monitorCheck: StormCheck
+
+    /// `ip monitor route` consuming the same storm, until its socket queue was empty and it idled.
+    public var ipCPU: Duration
+    public var ipUser: Duration
+    public var ipSystem: Duration
+    public var ipRSSBefore: Int
+    public var ipPeakRSS: Int
+    public var ipDrained: Duration
+    public var ipDrops: Int
+    /// Lines `ip monitor` printed (one per route event it received).
+    public var ipEventLines: Int
+
+    /// How long `ip -batch` took to apply the storm.
+    public var stormWall: Duration
+    /// Notifications the storm makes the kernel send (adds + deletes + the default route's removal).
+    public var notifications: Int
+
+    public var cpuRatio: Double { seconds(monitorCPU) / max(seconds(ipCPU), 1e-9) }
+
+    public var description: String {
+        func ms(_ d: Duration) -> String { ProcFS.milliseconds(d) }
+        return """
+        route storm: \(notifications) route notifications, ip -batch took \(ms(stormWall)) ms
+          monitor:    cpu \(ms(monitorCPU)) ms (user \(ms(monitorUser)), sys \(ms(monitorSystem))), rss \(monitorRSSBefore >> 10) → peak \(monitorPeakRSS >> 10) KiB, converged after \(ms(monitorConverged)) ms, kernel drops \(monitorDrops), overflows \(monitorCheck.statistics.overflows), full resyncs \(monitorCheck.statistics.fullResyncs), batches \(monitorCheck.statistics.batches), snapshots \(monitorCheck.statistics.snapshotsPublished)
+          ip monitor: cpu \(ms(ipCPU)) ms (user \(ms(ipUser)), sys \(ms(ipSystem))), rss \(ipRSSBefore >> 10) → peak \(ipPeakRSS >> 10) KiB, drained after \(ms(ipDrained)) ms, kernel drops \(ipDrops), events printed \(ipEventLines)
+          cpu ratio monitor/ip monitor: \(cpuRatio.formatted(.number.precision(.fractionLength(2)))) (target ≤ 1.00: \(cpuRatio <= 1 ? "met" : "missed")); peak rss \(monitorPeakRSS >> 20) MiB (target < 64 MiB: \(monitorPeakRSS < 64 << 20 ? "met" : "missed"))
+          final verdict \(monitorCheck.verdict.map(String.init(describing:)) ?? "none"), kernel dump says \(monitorCheck.kernelVerdict)
+        """
+    }
+
+    private func seconds(_ d: Duration) -> Double {
+        let (s, atto) = d.components
+        return Double(s) + Double(atto) / 1e18
+    }
+}
+
+/// 100,000 route adds, the default route's removal, then 100,000 deletes, applied by one
+/// `ip -batch` in a fresh namespace while two consumers watch: the monitor in its own process
+/// (`storm-monitor`) and `ip monitor route`. Both are measured from outside through /proc.
+///
+/// The default route goes in the middle so that the final verdict (offline, no route) differs
+/// from the initial one: a monitor that lost the storm's tail would still say online.
+public enum RouteStormRig {
+    public static func run(routes: Int = 100_000, helperPath: String, timeout: Duration = .seconds(300)) async throws -> StormResult {
+        let topology = try VethTopology()
+        let helper = try LineChild(executable: helperPath, arguments: [topology.client.path])
+        defer { helper.finish() }
+        guard try helper.readLine() == StormProtocol.ready else { throw RigError("storm-monitor did not start") }
+
+        let log = "/dev/shm/syncd-storm-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        guard let logHandle = FileHandle(forWritingAtPath: log) else { throw RigError("cannot write \(log)") }
+        let ipMonitor = Process()
+        ipMonitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        ipMonitor.arguments = ["ip", "-n", topology.client.name, "monitor", "route"]
+        ipMonitor.standardOutput = logHandle
+        ipMonitor.standardError = FileHandle.nullDevice
+        ipMonitor.standardInput = FileHandle.nullDevice
+        try ipMonitor.run()
+        defer {
+            ipMonitor.terminate()
+            ipMonitor.waitForExit()
+            try? logHandle.close()
+        }
+        let ipPID = ipMonitor.processIdentifier
+        let monitorPID = helper.pid
+
+        // `ip monitor` is listening once its socket shows up in the namespace it entered.
+        try await waitUntil("ip monitor listening", timeout: .seconds(10)) {
+            !ProcFS.netlinkSockets(of: ipPID, viewer: ipPID).isEmpty
+        }
+        // Start from idle processes so start-up work is not billed to the storm.
+        try await waitIdle(pid: monitorPID, timeout: .seconds(10))
+        try await waitIdle(pid: ipPID, timeout: .seconds(10))
+        let monitorBefore = try ProcessUsage(pid: monitorPID)
+        let ipBefore = try ProcessUsage(pid: ipPID)
+
+        let gateway = VethTopology.serverAddress
+        var lines: [String] = []
+        lines.reserveCapacity(2 * routes + 1)
+        for i in 0..<routes { lines.append("route add \(stormPrefix(i)) via \(gateway)") }
+        lines.append("route del default")
+        for i in 0..<routes { lines.append("route del \(stormPrefix(i))") }
+
+        let start = ContinuousClock.now
+        try topology.client.ipBatch(lines)
+        let stormWall = ContinuousClock.now - start
+
+        // Whichever finishes first is measured first; neither waits for the other.
+        var monitorDone: (usage: ProcessUsage, at: Duration, check: StormCheck)?
+        var ipDone: (usage: ProcessUsage, at: Duration)?
+        var ipLastCPU = ProcessUsage.onCPUNanoseconds(pid: ipPID)
+        let deadline = start + timeout
+        while monitorDone == nil || ipDone == nil {
+            guard ContinuousClock.now < deadline else {
+                throw RigError("storm did not converge within \(timeout): monitor \(monitorDone == nil ? "pending" : "done"), ip monitor \(ipDone == nil ? "pending" : "done")")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            if ipDone == nil {
+                let cpu = ProcessUsage.onCPUNanoseconds(pid: ipPID)
+                let queued = ProcFS.netlinkSockets(of: ipPID, viewer: ipPID).reduce(0) { $0 + $1.receiveQueueBytes }
+                if queued == 0 && cpu == ipLastCPU {
+                    ipDone = (try ProcessUsage(pid: ipPID), ContinuousClock.now - start)
+                }
+                ipLastCPU = cpu
+            }
+            if monitorDone == nil {
+                let queued = ProcFS.netlinkSockets(of: monitorPID, viewer: ipPID).reduce(0) { $0 + $1.receiveQueueBytes }
+                if queued == 0 {
+                    let check = try helper.check()
+                    if check.converged {
+                        monitorDone = (try ProcessUsage(pid: monitorPID), ContinuousClock.now - start, check)
+                    }
+                }
+            }
+        }
+        guard let monitorDone, let ipDone else { throw RigError("unreachable") }
+        let monitorDrops = ProcFS.netlinkSockets(of: monitorPID, viewer: ipPID).reduce(0) { $0 + $1.drops }
+        let ipDrops = ProcFS.netlinkSockets(of: ipPID, viewer: ipPID).reduce(0) { $0 + $1.drops }
+        let ipEventLines = (try? ProcFS.read(log))?.utf8.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) } ?? 0
+
+        // Independent of the helper's own comparison: the verdict must be the one the kernel's tables give.
+        let dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path)
+        let expected = ConnectivityPolicy.evaluate(dump)
+        guard monitorDone.check.verdict == expected, expected == .offline(.noRoute) else {
+            throw RigError("final verdict \(monitorDone.check.verdict.map(String.init(describing:)) ?? "none"), kernel dump says \(expected) (expected offline: no route)")
+        }
+
+        return StormResult(
+            monitorCPU: monitorDone.usage.cpu - monitorBefore.cpu,
+            monitorUser: monitorDone.usage.user - monitorBefore.user,
+            monitorSystem: monitorDone.usage.system - monitorBefore.system,
+            monitorRSSBefore: monitorBefore.residentBytes,
+            monitorPeakRSS: monitorDone.usage.peakResidentBytes,
+            monitorConverged: monitorDone.at,
+            monitorDrops: monitorDrops,
+            monitorCheck: monitorDone.check,
+            ipCPU: ipDone.usage.cpu - ipBefore.cpu,
+            ipUser: ipDone.usage.user - ipBefore.user,
+            ipSystem: ipDone.usage.system - ipBefore.system,
+            ipRSSBefore: ipBefore.residentBytes,
+            ipPeakRSS: ipDone.usage.peakResidentBytes,
+            ipDrained: ipDone.at,
+            ipDrops: ipDrops,
+            ipEventLines: ipEventLines,
+            stormWall: stormWall,
+            notifications: 2 * routes + 1
+        )
+    }
+
+    /// `10.100.0.0/32` onwards: outside the veth's 10.77.0.0/24.
+    static func stormPrefix(_ i: Int) -> String {
+        "10.\(100 + i / 65536).\(i / 256 % 256).\(i % 256)/32"
+    }
+
+    static func waitUntil(_ what: String, timeout: Duration, _ condition: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try !condition() {
+            guard ContinuousClock.now < deadline else { throw RigError("timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Waits until `pid` used no CPU for 100 ms.
+    static func waitIdle(pid: Int32, timeout: Duration) async throws {
+        var last = ProcessUsage.onCPUNanoseconds(pid: pid)
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            try await Task.sleep(for: .milliseconds(100))
+            let now = ProcessUsage.onCPUNanoseconds(pid: pid)
+            if now == last { return }
+            last = now
+            guard ContinuousClock.now < deadline else { throw RigError("process \(pid) never went idle") }
+        }
+    }
+}
+
+/// A child process spoken to in lines over its standard input and output.
+final class LineChild {
+    let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private var buffer: [UInt8] = []
+
+    init(executable: String, arguments: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw RigError("\(executable) is missing: build it first (`swift build -c release --package-path Benchmarks --product storm-monitor`, which scripts/bench does)")
+        }
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Blocks until a whole line arrives (the helper answers within milliseconds).
+    func readLine() throws -> String {
+        let fd = output.fileHandleForReading.fileDescriptor
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = read(fd, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw RigError("storm-monitor exited") }
+            buffer.append(contentsOf: chunk[0..<count])
+        }
+    }
+
+    func send(_ line: String) throws {
+        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    func check() throws -> StormCheck {
+        try send(StormProtocol.check)
+        return try JSONDecoder().decode(StormCheck.self, from: Data(readLine().utf8))
+    }
+
+    /// Closes its input (the helper exits at EOF) and reaps it.
+    func finish() {
+        try? input.fileHandleForWriting.close()
+        process.waitForExit()
+    }
+}
+
+extension Process {
+    /// Waits for exit, giving up after 5 s with SIGKILL so a wedged child never hangs a run.
+    func waitForExit() {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while isRunning {
+            if ContinuousClock.now > deadline {
+                kill(processIdentifier, SIGKILL)
+            }
+            usleep(5000)
+        }
+    }
+}

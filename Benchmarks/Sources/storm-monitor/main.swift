@@ -1,0 +1,56 @@
+// The netlink monitor alone in a process, for the route-storm benchmark: the benchmark reads this
+// process's CPU time and peak RSS from /proc exactly as it reads `ip monitor route`'s.
+//
+// usage: storm-monitor NAMESPACE_PATH
+// Prints `ready`, then answers each `check` line on stdin with one JSON line; exits at EOF.
+
+import BenchmarkSupport
+import ConnectivityPolicy
+import Foundation
+import NetlinkMonitor
+import Synchronization
+
+/// The latest verdict, written by the consumer task and read when answering `check`.
+final class LatestVerdict: Sendable {
+    let value = Mutex<Verdict?>(nil)
+}
+
+guard CommandLine.arguments.count == 2 else {
+    FileHandle.standardError.write(Data("usage: storm-monitor NAMESPACE_PATH\n".utf8))
+    exit(2)
+}
+let namespacePath = CommandLine.arguments[1]
+let monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: namespacePath))
+try await monitor.start()
+
+// A real client consumes verdicts, so their computation is part of the monitor's cost.
+let latest = LatestVerdict()
+let consumer = Task {
+    for await verdict in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {
+        latest.value.withLock { $0 = verdict }
+    }
+}
+
+/// Unbuffered writes: the benchmark waits for each answer line.
+func reply(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+reply(StormProtocol.ready)
+let encoder = JSONEncoder()
+while let line = readLine() {
+    guard line == StormProtocol.check else { continue }
+    let kernel = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: namespacePath)
+    let snapshot = monitor.snapshot
+    let answer = StormCheck(
+        snapshotMatchesKernel: snapshot == kernel,
+        verdict: latest.value.withLock { $0 },
+        kernelVerdict: ConnectivityPolicy.evaluate(kernel),
+        monitorRoutes: snapshot.routes.count,
+        kernelRoutes: kernel.routes.count,
+        statistics: monitor.statistics
+    )
+    reply(String(decoding: try encoder.encode(answer), as: UTF8.self))
+}
+consumer.cancel()
+monitor.stop()

@@ -1,0 +1,260 @@
+import Foundation
+import HTTPFeedSource
+import Logging
+import SyncCore
+import TOMLKit
+
+extension DaemonConfiguration {
+    /// Reads and validates a TOML file.
+    public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(file: path, message: "cannot read the configuration: \(error.localizedDescription)")
+        }
+        return try parse(text, file: path)
+    }
+
+    /// Parses TOML text; `file` names it in errors.
+    public static func parse(_ text: String, file: String = "<config>") throws(ConfigurationError) -> DaemonConfiguration {
+        let root: TOMLTable
+        do {
+            root = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigurationError(file: file, line: error.source.begin.line, message: "TOML syntax: \(error.description)")
+        } catch {
+            throw ConfigurationError(file: file, message: "TOML syntax: \(error)")
+        }
+        var reader = ConfigurationReader(file: file, locator: SourceLocator(text))
+        return try reader.read(root)
+    }
+}
+
+/// Walks the TOML tree, converting values and naming the key and line of anything wrong.
+struct ConfigurationReader {
+    let file: String
+    let locator: SourceLocator
+
+    mutating func read(_ root: TOMLTable) throws(ConfigurationError) -> DaemonConfiguration {
+        var config = DaemonConfiguration()
+        try expectOnly(root, keys: ["daemon", "network", "retry", "feed"], table: nil)
+
+        if let daemon = try table(root, "daemon") {
+            let t = Section(name: "daemon", index: nil, table: daemon)
+            try expectOnly(daemon, keys: ["store", "control_socket", "control_group", "log_level"], table: t)
+            if let v = try string(t, "store") { config.storePath = try nonEmpty(t, "store", v) }
+            if let v = try string(t, "control_socket") { config.controlSocketPath = try nonEmpty(t, "control_socket", v) }
+            config.controlGroup = try string(t, "control_group")
+            if let v = try string(t, "log_level") {
+                guard let level = Logger.Level(rawValue: v.lowercased()) else {
+                    throw error(t, "log_level", "must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                config.logLevel = level
+            }
+        }
+        if let network = try table(root, "network") {
+            let t = Section(name: "network", index: nil, table: network)
+            try expectOnly(network, keys: ["settle", "namespace", "receive_buffer"], table: t)
+            if let v = try duration(t, "settle", allowZero: true) { config.settle = v }
+            config.networkNamespacePath = try string(t, "namespace")
+            if let v = try int(t, "receive_buffer", range: 4096...(1 << 30)) { config.receiveBufferSize = v }
+        }
+        if let retry = try table(root, "retry") {
+            let t = Section(name: "retry", index: nil, table: retry)
+            try expectOnly(retry, keys: ["base", "multiplier", "cap", "max_attempts", "reconnect_spread", "connect_timeout"], table: t)
+            var policy = config.retry
+            if let v = try duration(t, "base") { policy.base = v }
+            if let v = try double(t, "multiplier") {
+                guard v >= 1 else { throw error(t, "multiplier", "must be at least 1") }
+                policy.multiplier = v
+            }
+            if let v = try duration(t, "cap") { policy.cap = v }
+            guard policy.cap >= policy.base else { throw error(t, "cap", "must not be smaller than base") }
+            if let v = try int(t, "max_attempts", range: 0...1_000_000) { policy.maxAutomaticAttempts = v == 0 ? nil : v }
+            config.retry = policy
+            if let v = try duration(t, "reconnect_spread", allowZero: true) { config.reconnectSpread = v }
+            if let v = try duration(t, "connect_timeout") { config.connectTimeout = v }
+        }
+
+        guard let feedValue = root["feed"] else {
+            throw ConfigurationError(file: file, key: "feed", message: "no [[feed]] configured: add at least one")
+        }
+        guard let feeds = feedValue.array else {
+            throw ConfigurationError(file: file, line: locator.line(ofTable: "feed"), key: "feed", message: "must be an array of tables ([[feed]])")
+        }
+        var names = Set<String>()
+        for (index, element) in feeds.enumerated() {
+            guard let feedTable = element.table else {
+                throw ConfigurationError(file: file, key: "feed[\(index)]", message: "must be a table")
+            }
+            let t = Section(name: "feed", index: index, table: feedTable)
+            let feed = try readFeed(t, defaults: config)
+            guard names.insert(feed.name).inserted else { throw error(t, "name", "duplicate feed name '\(feed.name)'") }
+            config.feeds.append(feed)
+        }
+        return config
+    }
+
+    private func readFeed(_ t: Section, defaults: DaemonConfiguration) throws(ConfigurationError) -> DaemonConfiguration.Feed {
+        try expectOnly(t.table, keys: [
+            "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
+            "timeout", "max_body_bytes",
+        ], table: t)
+        guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
+        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw error(t, "name", "must be non-empty letters, digits, '-', '_' or '.'")
+        }
+        guard let urlText = try string(t, "url") else { throw error(t, "url", "is required") }
+        guard var components = URLComponents(string: urlText), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", components.host?.isEmpty == false
+        else { throw error(t, "url", "must be an absolute http or https URL") }
+        if let pageSize = try int(t, "page_size", range: 1...1000) {
+            var query = (components.queryItems ?? []).filter { $0.name != "limit" }
+            query.append(URLQueryItem(name: "limit", value: String(pageSize)))
+            components.queryItems = query
+        }
+        guard let url = components.url else { throw error(t, "url", "is not a valid URL") }
+
+        var http = HTTPFeedConfiguration(url: url)
+        if let v = try string(t, "id_field") { http.idField = try nonEmpty(t, "id_field", v) }
+        let token = try string(t, "token"), tokenFile = try string(t, "token_file")
+        switch (token, tokenFile) {
+        case (.some, .some): throw error(t, "token_file", "give either token or token_file, not both")
+        case (.some(let value), nil): http.authorization = .bearer(BearerToken(try nonEmpty(t, "token", value)))
+        case (nil, .some(let path)): http.authorization = .bearerTokenFile(path: try nonEmpty(t, "token_file", path))
+        case (nil, nil): break
+        }
+        if let v = try duration(t, "timeout") { http.requestTimeout = v }
+        if let v = try int(t, "max_body_bytes", range: 1024...(1 << 30)) { http.maxBodyBytes = v }
+
+        var sync = SyncConfiguration(retry: defaults.retry, reconnectSpread: defaults.reconnectSpread)
+        sync.refreshInterval = try duration(t, "refresh_interval")
+        if let v = try int(t, "backfill", range: 0...100_000_000) { sync.backfillDepth = v }
+        return .init(name: name, http: http, sync: sync)
+    }
+
+    // MARK: Typed access
+
+    struct Section {
+        var name: String
+        var index: Int?
+        var table: TOMLTable
+        var path: String { index.map { "\(name)[\($0)]" } ?? name }
+    }
+
+    private func error(_ t: Section, _ key: String, _ message: String) -> ConfigurationError {
+        ConfigurationError(file: file, line: locator.line(ofKey: key, inTable: t.name, index: t.index), key: "\(t.path).\(key)", message: message)
+    }
+
+    private func table(_ root: TOMLTable, _ key: String) throws(ConfigurationError) -> TOMLTable? {
+        guard let value = root[key] else { return nil }
+        guard let table = value.table else {
+            throw ConfigurationError(file: file, line: locator.line(ofKey: key, inTable: nil, index: nil), key: key, message: "must be a table ([\(key)])")
+        }
+        return table
+    }
+
+    private func expectOnly(_ table: TOMLTable, keys: Set<String>, table section: Section?) throws(ConfigurationError) {
+        for key in table.keys.sorted() where !keys.contains(key) {
+            let known = keys.sorted().joined(separator: ", ")
+            if let section {
+                throw error(section, key, "unknown key (known: \(known))")
+            }
+            throw ConfigurationError(file: file, line: locator.line(ofKey: key, inTable: nil, index: nil) ?? locator.line(ofTable: key), key: key, message: "unknown key (known: \(known))")
+        }
+    }
+
+    private func string(_ t: Section, _ key: String) throws(ConfigurationError) -> String? {
+        guard let value = t.table[key] else { return nil }
+        guard let string = value.string else { throw error(t, key, "must be a string") }
+        return string
+    }
+
+    private func nonEmpty(_ t: Section, _ key: String, _ value: String) throws(ConfigurationError) -> String {
+        guard !value.isEmpty else { throw error(t, key, "must not be empty") }
+        return value
+    }
+
+    private func int(_ t: Section, _ key: String, range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
+        guard let value = t.table[key] else { return nil }
+        guard let int = value.int else { throw error(t, key, "must be an integer") }
+        guard range.contains(int) else { throw error(t, key, "must be between \(range.lowerBound) and \(range.upperBound)") }
+        return int
+    }
+
+    private func double(_ t: Section, _ key: String) throws(ConfigurationError) -> Double? {
+        guard let value = t.table[key] else { return nil }
+        if let double = value.double { return double }
+        if let int = value.int { return Double(int) }
+        throw error(t, key, "must be a number")
+    }
+
+    /// A duration: a number of seconds, or a string such as "500ms", "2s", "5m", "1h".
+    private func duration(_ t: Section, _ key: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration? {
+        guard let value = t.table[key] else { return nil }
+        let parsed: Duration?
+        if let seconds = value.double ?? value.int.map(Double.init) {
+            parsed = seconds.isFinite && seconds >= 0 ? .milliseconds(Int64((seconds * 1000).rounded())) : nil
+        } else if let text = value.string {
+            parsed = DurationParser.parse(text)
+        } else {
+            parsed = nil
+        }
+        guard let parsed else { throw error(t, key, "must be a duration: seconds as a number, or a string like \"500ms\", \"2s\", \"5m\", \"1h\"") }
+        guard allowZero || parsed > .zero else { throw error(t, key, "must be greater than zero") }
+        return parsed
+    }
+}
+
+/// Parses "500ms", "2s", "1.5s", "5m", "1h".
+enum DurationParser {
+    static func parse(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        for (suffix, scale) in units where trimmed.hasSuffix(suffix) {
+            guard let number = Double(trimmed.dropLast(suffix.count)), number.isFinite, number >= 0 else { return nil }
+            return .milliseconds(Int64((number * scale * 1000).rounded()))
+        }
+        return nil
+    }
+}
+
+/// Finds the line of a key or table header in TOML source, for error messages.
+///
+/// TOMLKit reports positions for syntax errors only; for a value of the wrong type or a key
+/// that does not exist, this looks the key up in the text of its table.
+struct SourceLocator {
+    private let lines: [Substring]
+
+    init(_ text: String) {
+        lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    }
+
+    /// The 1-based line of `key = …` inside `[table]` (or the `index`th `[[table]]`), or at the top level.
+    func line(ofKey key: String, inTable table: String?, index: Int?) -> Int? {
+        var current: String?
+        var occurrence = -1
+        for (number, raw) in lines.enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("[") {
+                let name = line.trimmingCharacters(in: CharacterSet(charactersIn: "[] \t"))
+                    .split(separator: "#").first.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[] \t")) } ?? ""
+                current = name
+                if name == table && line.hasPrefix("[[") { occurrence += 1 }
+                continue
+            }
+            guard current == table, index == nil || occurrence == index else { continue }
+            let name = line.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: CharacterSet(charactersIn: " \t\"'"))
+            if name == key { return number + 1 }
+        }
+        return nil
+    }
+
+    /// The 1-based line of the first `[table]` or `[[table]]` header.
+    func line(ofTable table: String) -> Int? {
+        lines.firstIndex { line in
+            line.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "[] \t")) == table
+        }.map { $0 + 1 }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import HTTPFeedSource
+import Logging
+import SyncCore
+
+/// Everything syncd is configured with, read from TOML (`/etc/syncd/syncd.toml` by default).
+///
+/// ```toml
+/// [daemon]
+/// store = "/var/lib/syncd/syncd.sqlite"   # SQLite file (WAL)
+/// control_socket = "/run/syncd/io.syncd"  # Varlink socket
+/// control_group = "syncd"                 # members may refresh/retry/load older; root always may
+/// log_level = "info"
+///
+/// [network]
+/// settle = "2s"                           # online must hold this long before loads resume
+/// namespace = "/var/run/netns/NAME"       # watch another network namespace (optional)
+/// receive_buffer = 8388608                # netlink notification buffer, bytes
+///
+/// [retry]
+/// base = "1s"
+/// multiplier = 1.6
+/// cap = "2m"
+/// max_attempts = 0                        # 0: no limit (transient errors only)
+/// reconnect_spread = "1s"                 # random delay before resuming after reconnect
+///
+/// [[feed]]
+/// name = "home"
+/// url = "https://mastodon.example/api/v1/timelines/home"
+/// id_field = "id"
+/// page_size = 40
+/// refresh_interval = "5m"
+/// backfill = 1000                         # keep at least this many items (or the whole feed)
+/// token_file = "/etc/syncd/home.token"    # or token = "..."
+/// timeout = "30s"
+/// connect_timeout = "10s"
+/// max_body_bytes = 8388608
+/// ```
+public struct DaemonConfiguration: Sendable {
+    public var storePath: String = "/var/lib/syncd/syncd.sqlite"
+    public var controlSocketPath: String = "/run/syncd/io.syncd"
+    public var controlGroup: String?
+    public var logLevel: Logger.Level = .info
+    public var settle: Duration = .seconds(2)
+    public var networkNamespacePath: String?
+    public var receiveBufferSize: Int = 8 << 20
+    public var retry: RetryPolicy = .default
+    public var reconnectSpread: Duration = .seconds(1)
+    public var connectTimeout: Duration = .seconds(10)
+    public var feeds: [Feed] = []
+
+    /// One `[[feed]]` table.
+    public struct Feed: Sendable {
+        public var name: String
+        public var http: HTTPFeedConfiguration
+        public var sync: SyncConfiguration
+    }
+
+    public init() {}
+
+    public static let defaultPath = "/etc/syncd/syncd.toml"
+}
+
+/// A configuration problem, located in the file when possible.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public var file: String
+    public var line: Int?
+    public var key: String?
+    public var message: String
+
+    public var description: String {
+        var text = file
+        if let line { text += ":\(line)" }
+        text += ": "
+        if let key { text += "\(key): " }
+        return text + message
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import SyncControl
+import SyncCoordinator
+import SyncCore
+import SyncStore
+
+/// Answers `io.syncd` calls from the coordinator and the store.
+struct DaemonControlHandler: SyncControlHandler {
+    let coordinator: SyncCoordinator<ContinuousClock>
+    let store: SQLiteFeedStore
+    let broadcaster: StatusBroadcaster
+    let feedNames: [String]
+
+    func status() async throws -> ControlStatus {
+        guard let current = broadcaster.current else {
+            throw SyncControlError.notReady(feed: "*", reason: "syncd is starting")
+        }
+        return current
+    }
+
+    func statusUpdates() async -> AsyncStream<ControlStatus> {
+        broadcaster.updates()
+    }
+
+    func refresh(feed: String?) async throws -> [String] {
+        let targets = try resolve(feed)
+        await coordinator.refresh(feed: feed)
+        return targets
+    }
+
+    func loadOlder(feed: String?) async throws -> [String] {
+        let targets = try resolve(feed)
+        if let feed, let state = await coordinator.feed(feed)?.state, !state.hasLoaded {
+            throw SyncControlError.notReady(feed: feed, reason: "the first load has not succeeded yet")
+        }
+        await coordinator.loadOlder(feed: feed)
+        return targets
+    }
+
+    func retry(feed: String?) async throws -> [String] {
+        let targets = try resolve(feed)
+        await coordinator.retry(feed: feed)
+        return targets
+    }
+
+    func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage {
+        guard feedNames.contains(feed) else { throw SyncControlError.feedNotFound(feed) }
+        // One extra item tells whether a next page exists without a count query.
+        guard let items = try await store.items(feed: feed, after: after, limit: limit + 1) else {
+            throw SyncControlError.invalidCursor(after ?? "")
+        }
+        let page = items.prefix(limit)
+        return ControlItemPage(items: page.map(ControlItem.init), next: items.count > limit ? page.last?.id : nil)
+    }
+
+    private func resolve(_ feed: String?) throws -> [String] {
+        guard let feed else { return feedNames }
+        guard feedNames.contains(feed) else { throw SyncControlError.feedNotFound(feed) }
+        return [feed]
+    }
+}

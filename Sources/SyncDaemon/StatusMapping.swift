@@ -1,0 +1,77 @@
+import ConnectivityPolicy
+import Foundation
+import SyncControl
+import SyncCore
+
+/// Maps the coordinator's state onto the control interface's wire types.
+enum StatusMapping {
+    static func direction(_ state: DirectionState) -> ControlDirection {
+        switch state.load {
+        case .idle:
+            return ControlDirection(phase: .idle, paused: state.paused)
+        case .loading:
+            return ControlDirection(phase: .loading, paused: state.paused)
+        case .loaded:
+            return ControlDirection(phase: .loaded, paused: state.paused)
+        case .failed(let failure):
+            return ControlDirection(phase: .failed, paused: state.paused, error: failure.error.message, attempt: failure.attempt, nextRetryAt: failure.nextRetryAt)
+        }
+    }
+
+    static func banner(_ banner: OfflineBanner?) -> ControlOfflineBanner? {
+        guard let banner else { return nil }
+        return ControlOfflineBanner(reason: ControlOfflineReason(rawValue: banner.code.replacingOccurrences(of: "-", with: "_")) ?? .unknown, since: banner.since, message: banner.reason)
+    }
+
+    static func presentation(_ state: FeedState, rows: [ControlRow], skeletonRows: Int) -> ControlPresentation {
+        let p = Presentation(state: state, skeletonRows: skeletonRows)
+        let main: ControlPresentation.Main
+        switch p.main {
+        case .skeleton(let count): main = .skeleton(rows: count)
+        case .content: main = .content(rows)
+        case .empty: main = .empty
+        case .error(let view): main = .error(view.message)
+        }
+        let footer: ControlOlderFooter?
+        switch p.olderFooter {
+        case .spinner: footer = .spinner
+        case .error(let message, _): footer = .error(message)
+        case .end: footer = .end
+        case .paused, nil: footer = nil
+        }
+        let notice: ControlNewerNotice? = p.newerNotice.map { .error($0.message) }
+        return ControlPresentation(main: main, offlineBanner: banner(p.offlineBanner), olderFooter: footer, newerNotice: notice)
+    }
+
+    static func feed(_ state: FeedState, source: String?, rows: [ControlRow], skeletonRows: Int = Presentation.defaultSkeletonRows) -> ControlFeed {
+        ControlFeed(
+            name: state.feed,
+            source: source,
+            initial: direction(state.initial),
+            older: direction(state.older),
+            newer: direction(state.newer),
+            endReached: state.endReached,
+            empty: state.isEmpty,
+            itemCount: state.itemCount,
+            lastSync: state.lastSyncAt,
+            nextRetryAt: state.nextRetryAt,
+            presentation: presentation(state, rows: rows, skeletonRows: skeletonRows)
+        )
+    }
+
+    /// The systemd STATUS= line: what the daemon is doing, in a few words.
+    static func statusLine(feeds: [FeedState], connectivity: Verdict?) -> String {
+        let count = "\(feeds.count) feed\(feeds.count == 1 ? "" : "s")"
+        let net: String
+        switch connectivity {
+        case .online(let path)?: net = "online via \(path.link)"
+        case .offline(let reason)?: net = "offline: \(reason)"
+        case nil: net = "connectivity unknown"
+        }
+        let failing = feeds.filter { state in Direction.allCases.contains { state[$0].load.failure != nil } }.map(\.feed)
+        let items = feeds.map(\.itemCount).reduce(0, +)
+        var line = "\(count), \(items) items, \(net)"
+        if !failing.isEmpty { line += "; retrying \(failing.joined(separator: ", "))" }
+        return line
+    }
+}

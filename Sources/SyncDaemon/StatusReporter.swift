@@ -1,0 +1,78 @@
+import ConnectivityPolicy
+import Foundation
+import Logging
+import SyncControl
+import SyncCoordinator
+import SyncCore
+import SyncStore
+
+/// Keeps the control interface's status and systemd's STATUS= line current: rebuilds the
+/// status whenever a feed's state or the connectivity verdict changes.
+actor StatusReporter {
+    private let coordinator: SyncCoordinator<ContinuousClock>
+    private let store: SQLiteFeedStore
+    private let broadcaster: StatusBroadcaster
+    private let notifier: SystemdNotifier
+    private let sources: [String: String]
+    private let contentRows: Int
+    private let logger: Logger
+    private var connectivity: Verdict?
+    private var connectivitySince: Date?
+    private(set) var statusLine = "starting"
+
+    init(
+        coordinator: SyncCoordinator<ContinuousClock>, store: SQLiteFeedStore, broadcaster: StatusBroadcaster,
+        notifier: SystemdNotifier, sources: [String: String], contentRows: Int, logger: Logger
+    ) {
+        self.coordinator = coordinator
+        self.store = store
+        self.broadcaster = broadcaster
+        self.notifier = notifier
+        self.sources = sources
+        self.contentRows = contentRows
+        self.logger = logger
+    }
+
+    /// Follows feed states and `connectivity` until cancelled.
+    func run(connectivity verdicts: AsyncStream<Verdict>) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await verdict in verdicts { await self.connectivityChanged(verdict) }
+            }
+            group.addTask {
+                for await _ in await self.coordinator.updates() { await self.refresh() }
+            }
+        }
+    }
+
+    private func connectivityChanged(_ verdict: Verdict) async {
+        if verdict != connectivity {
+            logger.notice("connectivity: \(verdict)")
+            connectivity = verdict
+            connectivitySince = Date()
+        }
+        await refresh()
+    }
+
+    /// Rebuilds and publishes the status from the current state.
+    func refresh() async {
+        let states = await coordinator.states()
+        var feeds: [ControlFeed] = []
+        for state in states {
+            let items = (try? await store.items(feed: state.feed, offset: 0, limit: contentRows)) ?? []
+            feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: items.map { ControlRow($0) }))
+        }
+        let control: ControlConnectivity = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
+            ?? .offline(reason: .unknown, since: nil)
+        let banner: ControlOfflineBanner? = {
+            guard case .offline(let reason)? = connectivity else { return nil }
+            return ControlOfflineBanner(reason: ControlOfflineReason(reason), since: connectivitySince ?? Date())
+        }()
+        broadcaster.publish(ControlStatus(version: SyncDaemonService.version, connectivity: control, banner: banner, feeds: feeds))
+        let line = StatusMapping.statusLine(feeds: states, connectivity: connectivity)
+        if line != statusLine {
+            statusLine = line
+            notifier.notify("STATUS=\(line)")
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import ArgumentParser
+import DemoFeedServer
+import Foundation
+import Logging
+import ServiceLifecycle
+import SyncDaemon
+
+/// `syncd`: the daemon. A thin command over ``SyncDaemonService``.
+@main
+struct Syncd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "syncd",
+        abstract: "Mirror paginated feeds into a local SQLite store, following network connectivity.",
+        discussion: "Configuration: \(DaemonConfiguration.defaultPath) (TOML). Control: syncctl, or any Varlink client on the control socket.",
+        version: SyncDaemonService.version
+    )
+
+    @Option(help: "Configuration file.")
+    var config: String = DaemonConfiguration.defaultPath
+
+    @Flag(help: "Run on the embedded default: a bundled demo feed served on loopback, synced into a store under /tmp/syncd-demo.")
+    var demo = false
+
+    @Flag(help: "Check the configuration, print a summary, and exit.")
+    var checkConfig = false
+
+    @Option(help: "Override the store path from the configuration.")
+    var store: String?
+
+    @Option(help: "Override the control socket path from the configuration.")
+    var socket: String?
+
+    @Option(help: "Override the log level (trace, debug, info, notice, warning, error, critical).")
+    var logLevel: String?
+
+    func run() async throws {
+        var configuration: DaemonConfiguration
+        if demo {
+            configuration = DemoDefaults.configuration()
+        } else {
+            do {
+                configuration = try DaemonConfiguration.load(path: config)
+            } catch {
+                // The message names the file, line and key; systemd shows it in `systemctl status`.
+                FileHandle.standardError.write(Data("syncd: invalid configuration: \(error)\n".utf8))
+                throw ExitCode(78)  // EX_CONFIG: systemd's RestartPreventExitStatus keeps it from looping.
+            }
+        }
+        if let store { configuration.storePath = store }
+        if let socket { configuration.controlSocketPath = socket }
+        if let logLevel {
+            guard let level = Logger.Level(rawValue: logLevel) else { throw ValidationError("unknown log level '\(logLevel)'") }
+            configuration.logLevel = level
+        }
+        if checkConfig {
+            print("configuration OK: \(configuration.feeds.count) feed(s): \(configuration.feeds.map(\.name).joined(separator: ", "))")
+            print("store \(configuration.storePath), control socket \(configuration.controlSocketPath), settle \(configuration.settle)")
+            return
+        }
+
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
+        let logger = Logger(label: "syncd")
+
+        var services: [any Service] = []
+        if demo {
+            let server = try DemoDefaults.server(logger: Logger(label: "syncd.demo-feed"))
+            let port = try await server.start()
+            configuration = DemoDefaults.configuration(port: port, overriding: configuration)
+            logger.info("demo feed serving on http://127.0.0.1:\(port)/feeds/\(DemoDefaults.feedName)")
+            services.append(DemoFeedService(server: server))
+        }
+        services.append(SyncDaemonService(configuration: configuration, logger: logger))
+        let group = ServiceGroup(configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        try await group.run()
+    }
+}
+
+/// Keeps the embedded demo server alive for the daemon's lifetime and stops it gracefully.
+struct DemoFeedService: Service {
+    let server: DemoFeedServer
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await server.stop()
+    }
+}

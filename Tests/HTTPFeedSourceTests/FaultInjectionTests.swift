@@ -1,0 +1,207 @@
+import DemoFeedServer
+import Foundation
+import HTTPFeedSource
+import SyncCore
+import Testing
+
+/// Every injected fault surfaces as the right ``FeedError`` and leaves nothing half-stored.
+@Suite("Fault injection: each fault maps to the right error")
+struct FaultInjectionTests {
+    /// One request with `fault` injected through the query, with a short request timeout and a
+    /// small body cap.
+    private func error(for fault: String, timeout: Duration = .seconds(5), maxBody: Int = 1 << 20) async throws -> FeedError? {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let source = try server.source("home", client: client, query: "fault=\(fault)") {
+                $0.requestTimeout = timeout
+                $0.maxBodyBytes = maxBody
+            }
+            let error = await expectFeedError { try await source.fetchInitial() }
+            // The server is fine afterwards: the same source without the fault succeeds.
+            let healthy = try server.source("home", client: client)
+            #expect(try await healthy.fetchInitial().items.count == 20)
+            return error
+        }
+    }
+
+    @Test("HTTP status codes map to .httpStatus; 4xx other than 408/429 are permanent", arguments: [500, 502, 503, 504, 408, 429, 400, 401, 403, 404, 410])
+    func status(code: Int) async throws {
+        let error = try #require(try await error(for: "status:\(code)"))
+        #expect(error.kind == .httpStatus(code))
+        #expect(error.retryAfter == nil)
+        #expect(error.isPermanent == ((400..<500).contains(code) && code != 408 && code != 429))
+        #expect(error.message.contains("\(code)"))
+    }
+
+    @Test("429 and 503 carry Retry-After in seconds")
+    func retryAfterSeconds() async throws {
+        #expect(try await error(for: "status:429:7")?.retryAfter == .seconds(7))
+        #expect(try await error(for: "status:503:2")?.retryAfter == .seconds(2))
+    }
+
+    @Test("Retry-After as an HTTP-date becomes a delay")
+    func retryAfterDate() async throws {
+        let error = try #require(try await error(for: "status:503:date+30"))
+        #expect(error.kind == .httpStatus(503))
+        // Whole-second dates: the server's Date header may be up to a second behind its clock.
+        let delay = try #require(error.retryAfter)
+        #expect(delay >= .seconds(29) && delay <= .seconds(31))
+    }
+
+    @Test("a stall before the headers is a timeout")
+    func stallHeaders() async throws {
+        #expect(try await error(for: "stall", timeout: .milliseconds(500))?.kind == .timeout)
+    }
+
+    @Test("a stall in the middle of the body is a timeout too (the whole request is bounded)")
+    func stallBody() async throws {
+        #expect(try await error(for: "stall:body", timeout: .milliseconds(500))?.kind == .timeout)
+    }
+
+    @Test("latency below the timeout is fine; above it, a timeout")
+    func latency() async throws {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let slow = try server.source("home", client: client, query: "fault=latency:100") { $0.requestTimeout = .seconds(10) }
+            #expect(try await slow.fetchInitial().items.count == 20)
+        }
+        #expect(try await error(for: "latency:1500", timeout: .milliseconds(300))?.kind == .timeout)
+    }
+
+    @Test("a body that is not JSON is malformed")
+    func malformed() async throws {
+        let error = try #require(try await error(for: "malformed"))
+        #expect(error.kind == .malformed)
+        #expect(error.message.contains("JSON array"))
+    }
+
+    @Test("a correctly framed but truncated JSON body is malformed")
+    func truncated() async throws {
+        let error = try #require(try await error(for: "truncated"))
+        #expect(error.kind == .malformed)
+        #expect(error.message.contains("truncated"))
+    }
+
+    @Test("an oversized body is refused, by Content-Length or while streaming")
+    func oversized() async throws {
+        #expect(try await error(for: "oversized:300000", maxBody: 100_000)?.kind == .tooLarge)
+        #expect(try await error(for: "oversized:300000:chunked", maxBody: 100_000)?.kind == .tooLarge)
+        // Under the cap, the padded page is still a valid page.
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let source = try server.source("home", client: client, query: "fault=oversized:50000:chunked") { $0.maxBodyBytes = 100_000 }
+            #expect(try await source.fetchInitial().items.count == 20)
+        }
+    }
+
+    @Test("a connection reset before or during the response is a transport error")
+    func reset() async throws {
+        #expect(try await error(for: "reset")?.kind == .transport)
+        #expect(try await error(for: "reset:body")?.kind == .transport)
+    }
+
+    @Test("nothing listening is a transport error")
+    func connectionRefused() async throws {
+        let port = try await withFeedServer(.init()) { server, _ in try #require(server.port) }
+        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(2)))
+        let source = try HTTPFeedSource(
+            configuration: .init(url: URL(string: "http://127.0.0.1:\(port)/feeds/home")!, requestTimeout: .seconds(5)),
+            client: client, logger: quietLogger)
+        let error = await expectFeedError { try await source.fetchInitial() }
+        try await client.shutdown()
+        #expect(error?.kind == .transport, "\(String(describing: error))")
+    }
+
+    @Test("cancellation stops a stalled request promptly with CancellationError")
+    func cancellation() async throws {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 5)])) { server, client in
+            let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = .seconds(60) }
+            let task = Task { try await source.fetchInitial() }
+            while await server.stalledRequestCount() == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+        }
+    }
+}
+
+/// Faults scripted into specific directions of a real sync: each gives its error once, the
+/// retry succeeds, and the synced copy equals the server's feed with no loss or duplicate.
+@Suite("Fault injection during sync: no loss, no duplicates")
+struct FaultDuringSyncTests {
+    static let faults = [
+        "status:500", "status:503:1", "status:429:1", "status:503:date+1", "stall", "stall:body",
+        "malformed", "truncated", "oversized:400000", "oversized:400000:chunked", "reset", "reset:body",
+    ]
+
+    @Test("a scripted fault in every direction", arguments: faults)
+    func scripted(fault spec: String) async throws {
+        let fault = try Fault(spec: spec)
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 120)])) { server, client in
+            // Long enough that a healthy request on a loaded machine never times out, which
+            // would add an error the test does not expect.
+            let source = try server.source("home", client: client, limit: 25) {
+                $0.requestTimeout = .seconds(2)
+                $0.maxBodyBytes = 200_000
+            }
+            var driver = SyncDriver(source: source)
+            for kind in RequestKind.allCases {
+                try await server.scriptFault(.init(fault, count: 1, feed: "home", kind: kind))
+            }
+            try await driver.initial()
+            try await server.appendItems(feed: "home", count: 60)
+            try await driver.olderToTheEnd()
+            try await driver.newerUntilCaughtUp()
+
+            #expect(driver.errors.count == 3, "one failure per direction: \(driver.errors.map(\.message))")
+            let expected: FeedError.Kind = switch fault {
+            case .status(let code, _): .httpStatus(code)
+            case .stall: .timeout
+            case .malformed, .truncated: .malformed
+            case .oversized: .tooLarge
+            case .reset: .transport
+            case .latency: .other
+            }
+            #expect(driver.errors.allSatisfy { $0.kind == expected }, "\(driver.errors.map(\.message))")
+            if case .status(_, let retryAfter?) = fault {
+                #expect(driver.errors.allSatisfy { $0.retryAfter != nil })
+                // The driver slept each Retry-After before retrying: the retry reached the
+                // server no sooner than the server asked.
+                let requests = await server.requests(feed: "home")
+                for (index, record) in requests.enumerated() where record.fault != nil && index + 1 < requests.count {
+                    let floor: Duration = switch retryAfter {
+                    case .seconds(let s): .seconds(s)
+                    case .date(let ahead): .seconds(ahead - 1)  // whole-second HTTP dates
+                    }
+                    #expect(requests[index + 1].receivedAt - record.receivedAt >= floor)
+                }
+            }
+            #expect(driver.log.items == (try await server.expectedItems("home")))
+            #expect(await server.pendingScriptedFaults().isEmpty)
+        }
+    }
+
+    @Test("random faults of every kind at startup-flag rates: the copy still equals the feed")
+    func randomFaults() async throws {
+        let faults: [RandomFault] = try [
+            "status:500=0.04", "status:503:0=0.04", "status:429:0=0.04", "reset=0.03", "reset:body=0.03",
+            "malformed=0.03", "truncated=0.03", "oversized:400000:chunked=0.03", "stall=0.02", "stall:body=0.02",
+        ].map { try RandomFault(spec: $0) }
+        let configuration = DemoFeedServer.Configuration(
+            feeds: [.init(name: "home", initialCount: 2000, maxLimit: 100)], randomFaults: faults,
+            latencyMilliseconds: 0...3, seed: 42)
+        try await withFeedServer(configuration) { server, client in
+            let source = try server.source("home", client: client, limit: 100) {
+                $0.requestTimeout = .seconds(2)
+                $0.maxBodyBytes = 200_000
+            }
+            var driver = SyncDriver(source: source)
+            try await driver.initial()
+            try await server.appendItems(feed: "home", count: 150)
+            try await driver.olderToTheEnd()
+            try await server.appendItems(feed: "home", count: 333)
+            try await driver.newerUntilCaughtUp()
+            #expect(driver.log.items == (try await server.expectedItems("home")))
+            // The faults really happened, and each request that failed failed for a reason.
+            let faulted = await server.requests(feed: "home").filter { $0.fault != nil }
+            #expect(faulted.count == driver.errors.count)
+            #expect(!driver.errors.isEmpty)
+        }
+    }
+}

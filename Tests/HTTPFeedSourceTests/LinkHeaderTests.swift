@@ -1,0 +1,59 @@
+import Foundation
+import HTTPFeedSource
+import Testing
+
+@Suite("RFC 8288 Link header parsing")
+struct LinkHeaderTests {
+    let base = URL(string: "https://social.example/api/v1/timelines/home?limit=20")!
+
+    @Test("Mastodon's header: next and prev with absolute URLs")
+    func mastodon() throws {
+        let value = #"<https://social.example/api/v1/timelines/home?max_id=109>; rel="next", <https://social.example/api/v1/timelines/home?min_id=130>; rel="prev""#
+        let links = LinkHeader.parse(value, base: base)
+        #expect(LinkHeader.first("next", in: links)?.absoluteString == "https://social.example/api/v1/timelines/home?max_id=109")
+        #expect(LinkHeader.first("prev", in: links)?.absoluteString == "https://social.example/api/v1/timelines/home?min_id=130")
+    }
+
+    @Test("GitHub's header: unquoted-free order, several relations, extra links")
+    func github() {
+        let value = #"<https://api.github.com/repositories/1/issues?page=2>; rel="next", <https://api.github.com/repositories/1/issues?page=5>; rel="last""#
+        let links = LinkHeader.parse(value, base: base)
+        #expect(links.count == 2)
+        #expect(LinkHeader.first("next", in: links)?.absoluteString == "https://api.github.com/repositories/1/issues?page=2")
+        #expect(LinkHeader.first("prev", in: links) == nil)
+    }
+
+    @Test("relative targets resolve against the request URL")
+    func relative() {
+        let links = LinkHeader.parse(#"</api/v1/timelines/home?max_id=5>; rel=next, <?min_id=9>; rel=prev"#, base: base)
+        #expect(LinkHeader.first("next", in: links)?.absoluteString == "https://social.example/api/v1/timelines/home?max_id=5")
+        #expect(LinkHeader.first("prev", in: links)?.absoluteString == "https://social.example/api/v1/timelines/home?min_id=9")
+    }
+
+    @Test("quoted strings may hold commas and semicolons; rel lists several types; case is ignored")
+    func quoting() {
+        let value = #"<https://a.example/1>; title="older, really; yes"; REL="Next Alternate", <https://a.example/2>; rel="prev""#
+        let links = LinkHeader.parse(value, base: base)
+        #expect(links.count == 2)
+        #expect(links[0].relations == ["next", "alternate"])
+        #expect(links[0].parameters["title"] == "older, really; yes")
+        #expect(LinkHeader.first("prev", in: links)?.absoluteString == "https://a.example/2")
+    }
+
+    @Test("only the first rel parameter counts (RFC 8288 §3.3)")
+    func firstRelWins() {
+        let links = LinkHeader.parse(#"<https://a.example/1>; rel="prev"; rel="next""#, base: base)
+        #expect(LinkHeader.first("next", in: links) == nil)
+        #expect(LinkHeader.first("prev", in: links) != nil)
+    }
+
+    @Test("garbage is skipped, not fatal; several header lines combine")
+    func garbage() {
+        #expect(LinkHeader.parse("", base: base).isEmpty)
+        #expect(LinkHeader.parse("nonsense, more nonsense", base: base).isEmpty)
+        let links = LinkHeader.parse(["junk \"quoted, comma\", <https://a.example/n>; rel=next", "<https://a.example/p>; rel=prev"], base: base)
+        #expect(LinkHeader.first("next", in: links)?.absoluteString == "https://a.example/n")
+        #expect(LinkHeader.first("prev", in: links)?.absoluteString == "https://a.example/p")
+        #expect(LinkHeader.parse("<https://a.example/unterminated; rel=next", base: base).isEmpty)
+    }
+}

@@ -1,0 +1,129 @@
+import DemoFeedServer
+import Foundation
+import HTTPFeedSource
+import Logging
+import SyncCore
+import Testing
+
+/// A logger that drops everything: the server's and client's info lines would bury test output.
+let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+/// Starts a demo server on an ephemeral loopback port and a feed client, runs `body`, and stops
+/// both whatever happens.
+func withFeedServer<T: Sendable>(
+    _ configuration: DemoFeedServer.Configuration,
+    clientOptions: HTTPFeedClient.Options = .init(connectTimeout: .seconds(5)),
+    _ body: (DemoFeedServer, HTTPFeedClient) async throws -> T
+) async throws -> T {
+    var configuration = configuration
+    configuration.host = "127.0.0.1"
+    configuration.port = 0
+    let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
+    try await server.start()
+    let client = HTTPFeedClient(options: clientOptions)
+    do {
+        let result = try await body(server, client)
+        await server.stop()
+        try await client.shutdown()
+        return result
+    } catch {
+        await server.stop()
+        try? await client.shutdown()
+        throw error
+    }
+}
+
+extension DemoFeedServer {
+    /// A source for one of this server's feeds.
+    func source(
+        _ feed: String,
+        client: HTTPFeedClient,
+        limit: Int? = nil,
+        query: String? = nil,
+        configure: (inout HTTPFeedConfiguration) -> Void = { _ in }
+    ) throws -> HTTPFeedSource {
+        var url = try #require(feedURL(feed, limit: limit))
+        if let query { url += (url.contains("?") ? "&" : "?") + query }
+        var configuration = HTTPFeedConfiguration(url: try #require(URL(string: url)), requestTimeout: .seconds(5))
+        configure(&configuration)
+        return try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
+    }
+
+    /// The feed as a store holds it after a full sync: newest first, bytes as served.
+    func expectedItems(_ feed: String) async throws -> [FeedItem] {
+        try await items(feed: feed).reversed().map { FeedItem(id: $0.id, payload: $0.jsonData) }
+    }
+}
+
+/// Expects `operation` to throw a ``FeedError`` and returns it.
+func expectFeedError(
+    _ operation: () async throws -> FeedPage,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async -> FeedError? {
+    do {
+        let page = try await operation()
+        Issue.record("expected a FeedError, got a page of \(page.items.count) items", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as FeedError {
+        return error
+    } catch {
+        Issue.record("expected a FeedError, got \(type(of: error)): \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// Drives a source the way the coordinator does (initial, older to the end, newer until caught
+/// up), committing into ``FeedLog``, SyncCore's reference store, and retrying failed requests.
+///
+/// Used where a test needs the source's own behaviour without the coordinator's scheduling.
+struct SyncDriver {
+    let source: any FeedSource
+    var log = FeedLog()
+    /// Every error a request ended with, in order.
+    var errors: [FeedError] = []
+    /// Retries allowed per request before the test fails.
+    var maxAttempts = 60
+    /// Whether `Retry-After` is slept before retrying.
+    var honourRetryAfter = true
+
+    init(source: any FeedSource) {
+        self.source = source
+    }
+
+    mutating func initial() async throws {
+        let page = try await attempt { try await $0.fetchInitial() }
+        log.commit(page, direction: .initial, at: Date())
+    }
+
+    mutating func olderToTheEnd() async throws {
+        while !log.feed.endReached, let cursor = log.feed.olderCursor {
+            let page = try await attempt { try await $0.fetchOlder(cursor: cursor) }
+            log.commit(page, direction: .older, at: Date())
+        }
+    }
+
+    /// Fetches newer pages until one comes back empty; returns how many pages it took.
+    @discardableResult
+    mutating func newerUntilCaughtUp() async throws -> Int {
+        var pages = 0
+        while true {
+            let cursor = try #require(log.feed.newerCursor, "no newer cursor after \(pages) pages")
+            let page = try await attempt { try await $0.fetchNewer(cursor: cursor) }
+            log.commit(page, direction: .newer, at: Date())
+            pages += 1
+            if page.items.isEmpty { return pages }
+        }
+    }
+
+    private mutating func attempt(_ request: (any FeedSource) async throws -> FeedPage) async throws -> FeedPage {
+        for _ in 0..<maxAttempts {
+            do {
+                return try await request(source)
+            } catch let error as FeedError {
+                errors.append(error)
+                if honourRetryAfter, let retryAfter = error.retryAfter { try await Task.sleep(for: retryAfter) }
+            }
+        }
+        throw FeedError(.other, "gave up after \(maxAttempts) attempts; last: \(errors.last?.message ?? "-")")
+    }
+}

@@ -1,0 +1,100 @@
+import Clocks
+import ConnectivityPolicy
+import Foundation
+import NetlinkMonitor
+import Testing
+import TestSupport
+
+/// Hundreds of real link flaps, each burst faster than the settle period: the settled verdict
+/// stream must resume (publish online) exactly once per quiet period, never during a burst, and
+/// end in the kernel's verdict.
+///
+/// The settle timer runs on a `TestClock` that only moves when the test says a quiet period has
+/// passed, so "faster than settle" holds by construction and no assertion depends on how fast
+/// this machine is. The kernel side is real: a veth pair whose client sees every flap.
+@Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+struct FlappingTests {
+    enum Side: String, Sendable, CaseIterable, CustomTestStringConvertible {
+        /// The peer goes admin-down: the client link loses carrier; routes stay, marked linkdown.
+        case peer
+        /// The client link itself goes admin-down: the kernel flushes its IPv4 routes silently.
+        case client
+        var testDescription: String { rawValue }
+    }
+
+    static let bursts = 6
+    static let flapsPerBurst = 50
+    static let settle = Duration.seconds(30)
+
+    @Test(arguments: Side.allCases)
+    func oneResumePerSettledPeriod(side: Side) async throws {
+        try Privileges.requireRoot()
+        let h = try await ResilienceHarness()
+        let clock = TestClock()
+        let log = VerdictLog()
+        let stream = ConnectivityMonitor.verdicts(from: h.monitor.snapshots(), for: .internet, settle: Self.settle, clock: clock)
+        let consumer = Task { for await verdict in stream { log.append(verdict) } }
+        defer { consumer.cancel() }
+
+        try await waitForVerdicts(log) { $0.count >= 1 }
+        #expect(log.all.first?.isOnline == true, "starts online: \(log.all)")
+
+        var rng = SplitMix64(seed: 0xF1A9)
+        var sequence: UInt32 = 1
+        var offlineBursts = 0
+        for burst in 0..<Self.bursts {
+            let before = log.all.count
+            for _ in 0..<Self.flapsPerBurst {
+                try h.apply([side == .peer ? .peerLink(up: false) : .clientLink(up: false)], sequence: &sequence)
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...2000, using: &rng)))
+                try h.apply([side == .peer ? .peerLink(up: true) : .clientLink(up: true)], sequence: &sequence)
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...2000, using: &rng)))
+            }
+            if side == .client {
+                // Admin-down flushed the default route; put it back as a DHCP client would.
+                try h.apply([.ip("route replace default via \(ResilienceHarness.gateway4) dev \(ResilienceHarness.link)")], sequence: &sequence)
+            }
+            // The kernel settles (carrier back, routes re-read) while the test clock stands still.
+            let disagreement = try await h.waitForAgreement { ConnectivityPolicy.evaluate($0).isOnline }
+            if let dump = disagreement {
+                Issue.record("burst \(burst): monitor never matched an online kernel: \(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump))")
+            }
+            let duringBurst = Array(log.all.dropFirst(before))
+            let resumedEarly = duringBurst.contains { $0.isOnline }
+            #expect(!resumedEarly, "burst \(burst): online published before the settle period: \(duringBurst)")
+            let wentOffline = duringBurst.contains { !$0.isOnline }
+            if wentOffline { offlineBursts += 1 }
+
+            // The quiet period: the pending online comes out once the settle period has passed.
+            // Advance past it repeatedly (bounded) in case the driver armed its timer late.
+            let onlineBefore = log.all.filter(\.isOnline).count
+            if wentOffline {
+                for _ in 0..<100 where log.all.filter(\.isOnline).count == onlineBefore {
+                    await clock.advance(by: Self.settle + .nanoseconds(1))
+                    try? await waitForVerdicts(log, timeout: .milliseconds(100)) { $0.filter(\.isOnline).count > onlineBefore }
+                }
+            }
+            let resumed = log.all.filter(\.isOnline).count - onlineBefore
+            #expect(resumed == (wentOffline ? 1 : 0), "burst \(burst): \(resumed) resumes after the quiet period, verdicts \(Array(log.all.dropFirst(before)))")
+        }
+        // Every burst's first down is published at once: a burst that went unseen would mean a lost event.
+        #expect(offlineBursts == Self.bursts, "\(offlineBursts) of \(Self.bursts) bursts published offline")
+        let dump = try await h.kernel()
+        #expect(log.latest == ConnectivityPolicy.evaluate(dump), "final verdict \(String(describing: log.latest)), kernel says \(ConnectivityPolicy.evaluate(dump))")
+        let matches = h.monitor.snapshot == dump
+        #expect(matches, "\(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump))")
+        let resumes = log.all.dropFirst().filter(\.isOnline).count
+        print("FlappingTests[\(side)]: \(Self.bursts * Self.flapsPerBurst) flaps in \(Self.bursts) bursts → \(resumes) resumes, \(log.all.count) verdicts; \(h.monitor.statistics)")
+    }
+
+    /// Waits (bounded, real time) until the recorded verdicts satisfy `condition`.
+    private func waitForVerdicts(_ log: VerdictLog, timeout: Duration = .seconds(10), _ condition: ([Verdict]) -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition(log.all) {
+            guard ContinuousClock.now < deadline else { throw TimedOut() }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    struct TimedOut: Error {}
+}

@@ -1,0 +1,267 @@
+import Clocks
+import ConnectivityPolicy
+import Foundation
+import SyncCore
+import SyncCoordinator
+import SyncStore
+import Testing
+
+/// The coordinator with a TestClock: no test sleeps on real time; every wait is for an event.
+@Suite(.timeLimit(.minutes(1)))
+struct FeedCoordinatorTests {
+    let clock = TestClock<Duration>()
+    let store = InMemoryFeedStore()
+
+    func coordinator(
+        _ source: ScriptedSource,
+        _ configuration: SyncConfiguration = .init(reconnectSpread: .zero),
+        random: any RandomSource = ConstantRandomSource(1),
+        store: (any FeedStore)? = nil
+    ) async throws -> FeedCoordinator<TestClock<Duration>> {
+        try await FeedCoordinator(feed: "home", source: source, store: store ?? self.store, configuration: configuration,
+                                  clock: clock, random: random, wallOrigin: origin)
+    }
+
+    @Test func firstLoadIsCommittedAndPublished() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source)
+        await feed.start()
+        #expect(await source.call(0).direction == "initial")
+        #expect(await feed.state.initial.load == .loading)
+        await source.respond(0, page(["3", "2", "1"], older: "1", newer: "3"))
+        let state = await feed.waitFor { $0.hasLoaded }
+        #expect(state.itemCount == 3)
+        #expect(state.lastSyncAt == origin)
+        #expect(try await feed.items().map(\.id) == ["3", "2", "1"])
+        #expect(Presentation(state: state).main == .content(itemCount: 3))
+    }
+
+    @Test func failuresBackOffOnTheInjectedClock() async throws {
+        let source = ScriptedSource()
+        let policy = RetryPolicy(base: .seconds(1), multiplier: 2, cap: .seconds(4))
+        let feed = try await coordinator(source, .init(retry: policy, reconnectSpread: .zero))
+        await feed.start()
+        _ = await source.call(0)
+        await source.fail(0, transient)
+        var state = await feed.waitFor { $0.initial.load.failure != nil }
+        #expect(state.initial.load.failure == LoadFailure(error: transient, attempt: 1, nextRetryAt: origin.addingTimeInterval(1)))
+        #expect(Presentation(state: state).main == .error(.init(message: "service unavailable", isPermanent: false, nextRetryAt: origin.addingTimeInterval(1), attempt: 1)))
+
+        await clock.advance(by: .milliseconds(999))
+        #expect(await source.callCount == 1, "not before the backoff delay")
+        await clock.advance(by: .milliseconds(1))
+        #expect(await source.call(1).direction == "initial")
+
+        // 1 s, 2 s, 4 s, then the 4 s cap.
+        var elapsed: Double = 1
+        for (index, delay) in [2.0, 4, 4].enumerated() {
+            await source.fail(index + 1, transient)
+            state = await feed.waitFor { $0.initial.load.failure?.attempt == index + 2 }
+            #expect(state.initial.load.failure?.nextRetryAt == origin.addingTimeInterval(elapsed + delay))
+            await clock.advance(by: .seconds(delay))
+            _ = await source.call(index + 2)
+            elapsed += delay
+        }
+        // Retry-After is a floor above the cap.
+        await source.fail(4, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(30)))
+        state = await feed.waitFor { $0.initial.load.failure?.attempt == 5 }
+        #expect(state.initial.load.failure?.nextRetryAt == origin.addingTimeInterval(elapsed + 30))
+        await clock.advance(by: .seconds(29))
+        #expect(await source.callCount == 5)
+        await clock.advance(by: .seconds(1))
+        await source.respond(await source.call(5).id, page(["1"], older: nil, newer: "1"))
+        state = await feed.waitFor { $0.hasLoaded }
+        #expect(state.initial.load == .loaded, "success resets")
+    }
+
+    @Test func goingOfflineCancelsTheRequestAndPausesIt() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source)
+        await feed.start()
+        _ = await source.call(0)
+        await clock.advance(by: .seconds(5))
+        await feed.connectivityChanged(noCarrier)
+        await source.waitUntilCancelled(0)
+        let state = await feed.state
+        #expect(state.initial == DirectionState(load: .idle, paused: true))
+        #expect(state.offline == OfflineBanner(since: origin.addingTimeInterval(5), code: "no-carrier", reason: "no carrier"))
+        #expect(Presentation(state: state).main == .skeleton(rows: 8))
+        await feed.refresh()
+        await feed.retry()
+        await clock.advance(by: .seconds(3600))
+        #expect(await source.callCount == 1, "nothing is sent while offline")
+
+        await feed.connectivityChanged(online)
+        #expect(await source.call(1).direction == "initial")
+        #expect(await feed.state.offline == nil)
+        await source.respond(1, page(["1"], older: nil, newer: "1"))
+        await feed.waitFor { $0.hasLoaded }
+    }
+
+    @Test func aLateAnswerToACancelledRequestIsNeverCommitted() async throws {
+        let source = ScriptedSource(ignoresCancellation: true)
+        let feed = try await coordinator(source)
+        await feed.start()
+        _ = await source.call(0)
+        await feed.connectivityChanged(noCarrier)
+        await source.waitUntilCancelled(0)
+        await source.respond(0, page(["late"], older: nil, newer: "late"))
+        while await feed.droppedAnswers == 0 { await Task.yield() }
+        #expect(try await store.load(feed: "home") == .fresh)
+        #expect(await feed.state.hasLoaded == false)
+        await feed.connectivityChanged(online)
+        await source.respond(await source.call(1).id, page(["fresh"], older: nil, newer: "fresh"))
+        await feed.waitFor { $0.hasLoaded }
+        #expect(try await feed.items().map(\.id) == ["fresh"])
+    }
+
+    @Test func duplicateTriggersCoalesce() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source)
+        await feed.start()
+        await feed.start()
+        await feed.refresh()
+        await source.respond(await source.call(0).id, page(["5", "4"], older: "4", newer: "5"))
+        await feed.waitFor { $0.hasLoaded }
+        for _ in 0..<5 {
+            await feed.loadOlder()
+            await feed.refresh()
+        }
+        let older = await source.call(1), newer = await source.call(2)
+        #expect(Set([older.direction, newer.direction]) == ["older", "newer"])
+        await Task.megaYield()
+        #expect(await source.callCount == 3)
+        let state = await feed.state
+        #expect(state.older.load == .loading && state.newer.load == .loading)
+        #expect(Presentation(state: state).olderFooter == .spinner)
+        #expect(Presentation(state: state).isRefreshing)
+    }
+
+    @Test func newerLoopsUntilCaughtUpAndOlderAppends() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source)
+        await feed.start()
+        await source.respond(0, page(["5", "4"], older: "4", newer: "5"))
+        await feed.waitFor { $0.hasLoaded }
+        await feed.refresh()
+        #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "5"))
+        await source.respond(1, page(["7", "6"], older: "6", newer: "7"))
+        #expect(await source.call(2) == .init(id: 2, direction: "newer", cursor: "7"))
+        await source.respond(2, page([], older: nil, newer: nil))
+        await feed.waitFor { $0.newer.load == .loaded }
+        await feed.loadOlder()
+        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "4"))
+        await source.respond(3, page(["3"], older: nil, newer: "3"))
+        let state = await feed.waitFor { $0.endReached }
+        #expect(Presentation(state: state).olderFooter == .end)
+        #expect(try await feed.items().map(\.id) == ["7", "6", "5", "4", "3"])
+    }
+
+    @Test func reconnectRefetchesNewerAfterTheSpread() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, .init(reconnectSpread: .seconds(10)), random: ConstantRandomSource(0.5))
+        await feed.start()
+        await source.respond(0, page(["2", "1"], older: "1", newer: "2"))
+        await feed.waitFor { $0.hasLoaded }
+        await feed.connectivityChanged(noCarrier)
+        await feed.connectivityChanged(online)
+        await clock.advance(by: .seconds(4))
+        #expect(await source.callCount == 1, "spread by 10 s × 0.5")
+        await clock.advance(by: .seconds(1))
+        #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
+    }
+
+    @Test func offlineWhileARetryWaitsDoesNotSpendTheBudget() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, .init(retry: .init(base: .seconds(10), multiplier: 2, cap: .seconds(60)), reconnectSpread: .zero))
+        await feed.start()
+        await source.fail(await source.call(0).id, transient)
+        await feed.waitFor { $0.initial.load.failure != nil }
+        await feed.connectivityChanged(noCarrier)
+        var state = await feed.state
+        #expect(state.initial == DirectionState(load: .failed(LoadFailure(error: transient, attempt: 1, nextRetryAt: nil)), paused: true))
+        await clock.advance(by: .seconds(100))
+        #expect(await source.callCount == 1, "the scheduled retry was cancelled")
+        await feed.connectivityChanged(online)
+        await source.fail(await source.call(1).id, transient)
+        state = await feed.waitFor { $0.initial.load.failure?.attempt == 2 }
+        #expect(state.initial.load.failure?.nextRetryAt == origin.addingTimeInterval(100 + 20), "attempt 2: 20 s")
+    }
+
+    @Test func followsAVerdictStream() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source)
+        let (verdicts, continuation) = AsyncStream.makeStream(of: Verdict.self)
+        await feed.follow(verdicts)
+        continuation.yield(noCarrier)
+        let state = await feed.waitFor { $0.offline != nil }
+        #expect(state.offline?.code == "no-carrier")
+        await feed.start()
+        #expect(await feed.state.initial.paused)
+        continuation.yield(online)
+        #expect(await source.call(0).direction == "initial")
+        continuation.finish()
+    }
+
+    @Test func periodicRefreshFetchesNewer() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, refreshInterval: .seconds(60)))
+        await feed.start()
+        await source.respond(0, page(["2", "1"], older: "1", newer: "2"))
+        await feed.waitFor { $0.hasLoaded }
+        await clock.advance(by: .seconds(59))
+        #expect(await source.callCount == 1)
+        await clock.advance(by: .seconds(1))
+        #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
+        await source.respond(1, page([], older: nil, newer: nil))
+        await clock.advance(by: .seconds(60))
+        #expect(await source.call(2).direction == "newer")
+        await feed.stop()
+    }
+
+    @Test func backfillLoadsOlderPagesToTheConfiguredDepth() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 5))
+        await feed.start()
+        await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        await source.respond(1, page(["7", "6"], older: "6", newer: nil))
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
+        await source.respond(2, page(["5", "4"], older: "4", newer: nil))
+        let state = await feed.waitFor { $0.itemCount == 6 && $0.older.load == .loaded }
+        #expect(!state.endReached)
+        await Task.megaYield()
+        #expect(await source.callCount == 3)
+    }
+
+    @Test func aRestartResumesFromTheSQLiteStore() async throws {
+        let path = NSTemporaryDirectory() + "coordinator-\(UUID().uuidString).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        do {
+            let store = try SQLiteFeedStore(path: path)
+            let source = ScriptedSource()
+            let feed = try await coordinator(source, store: store)
+            await feed.start()
+            await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+            await feed.waitFor { $0.hasLoaded }
+            await feed.loadOlder()
+            await source.respond(await source.call(1).id, page(["7", "6"], older: "6", newer: "7"))
+            await feed.waitFor { $0.itemCount == 4 }
+            await feed.stop()
+        }
+        let store = try SQLiteFeedStore(path: path)
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, store: store)
+        let before = await feed.state
+        #expect(before.hasLoaded && before.itemCount == 4)
+        #expect(Presentation(state: before).main == .content(itemCount: 4), "no skeleton after a restart")
+        await feed.start()
+        #expect(await source.call(0) == .init(id: 0, direction: "newer", cursor: "9"), "no reload from the start")
+        await source.respond(0, page(["10"], older: "10", newer: "10"))
+        await source.respond(await source.call(1).id, page([], older: nil, newer: nil))
+        await feed.waitFor { $0.newer.load == .loaded }
+        await feed.loadOlder()
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
+        #expect(try await feed.items().map(\.id) == ["10", "9", "8", "7", "6"])
+    }
+}

@@ -1,0 +1,100 @@
+import ConnectivityPolicy
+import Foundation
+import SyncCore
+import SyncCoordinator
+
+/// A feed source the test answers by hand: every request waits until `respond` is called, and
+/// cancellation is recorded (and, unless `ignoresCancellation`, ends the request).
+actor ScriptedSource: FeedSource {
+    struct Call: Sendable, Hashable {
+        var id: Int
+        var direction: String
+        var cursor: String?
+    }
+
+    private(set) var calls: [Call] = []
+    private(set) var cancelled: Set<Int> = []
+    private var waiting: [Int: CheckedContinuation<FeedPage, any Error>] = [:]
+    private var callWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private var cancelWaiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    let ignoresCancellation: Bool
+
+    init(ignoresCancellation: Bool = false) {
+        self.ignoresCancellation = ignoresCancellation
+    }
+
+    func fetchInitial() async throws -> FeedPage { try await call("initial", nil) }
+    func fetchOlder(cursor: String) async throws -> FeedPage { try await call("older", cursor) }
+    func fetchNewer(cursor: String) async throws -> FeedPage { try await call("newer", cursor) }
+
+    private func call(_ direction: String, _ cursor: String?) async throws -> FeedPage {
+        let id = calls.count
+        calls.append(Call(id: id, direction: direction, cursor: cursor))
+        for waiter in callWaiters where waiter.count <= calls.count { waiter.continuation.resume() }
+        callWaiters.removeAll { $0.count <= calls.count }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                if cancelled.contains(id) && !ignoresCancellation {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    waiting[id] = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.cancel(id) }
+        }
+    }
+
+    private func cancel(_ id: Int) {
+        cancelled.insert(id)
+        for waiter in cancelWaiters where waiter.id == id { waiter.continuation.resume() }
+        cancelWaiters.removeAll { $0.id == id }
+        if !ignoresCancellation, let continuation = waiting.removeValue(forKey: id) {
+            continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Waits for the `index`-th request (0-based) and returns it.
+    func call(_ index: Int) async -> Call {
+        if calls.count <= index {
+            await withCheckedContinuation { callWaiters.append((index + 1, $0)) }
+        }
+        return calls[index]
+    }
+
+    /// Waits until request `id` has been cancelled.
+    func waitUntilCancelled(_ id: Int) async {
+        if cancelled.contains(id) { return }
+        await withCheckedContinuation { cancelWaiters.append((id, $0)) }
+    }
+
+    func respond(_ id: Int, _ page: FeedPage) {
+        waiting.removeValue(forKey: id)?.resume(returning: page)
+    }
+
+    func fail(_ id: Int, _ error: FeedError) {
+        waiting.removeValue(forKey: id)?.resume(throwing: error)
+    }
+
+    var callCount: Int { calls.count }
+}
+
+extension FeedCoordinator {
+    /// Waits for the first state (current or later) that satisfies `predicate`.
+    @discardableResult
+    func waitFor(_ predicate: @Sendable (FeedState) -> Bool) async -> FeedState {
+        for await state in states() where predicate(state) { return state }
+        return await self.state
+    }
+}
+
+func item(_ id: String) -> FeedItem { FeedItem(id: id, payload: Data("{\"id\":\"\(id)\"}".utf8)) }
+
+func page(_ ids: [String], older: String?, newer: String?) -> FeedPage {
+    FeedPage(items: ids.map(item), olderCursor: older, newerCursor: newer)
+}
+
+let origin = Date(timeIntervalSinceReferenceDate: 700_000_000)
+let online = Verdict.online(OnlinePath(link: "eth0", linkIndex: 2, family: .ipv4, route: IPPrefix("0.0.0.0/0")!, gateway: IPAddress("192.0.2.1")))
+let noCarrier = Verdict.offline(.noCarrier)
+let transient = FeedError(.httpStatus(503), "service unavailable")

@@ -1,0 +1,68 @@
+import Clocks
+import ConnectivityPolicy
+import Foundation
+import SyncCore
+import SyncCoordinator
+import Testing
+
+/// Several feeds under one coordinator run independently.
+@Suite(.timeLimit(.minutes(1)))
+struct SyncCoordinatorTests {
+    @Test func aStuckOrFailingFeedNeverBlocksAnother() async throws {
+        let clock = TestClock<Duration>()
+        let coordinator = SyncCoordinator(store: InMemoryFeedStore(), configuration: .init(reconnectSpread: .zero),
+                                          clock: clock, random: SeededRandomSource(seed: 1), wallOrigin: origin)
+        let stuck = ScriptedSource(), failing = ScriptedSource(), healthy = ScriptedSource()
+        try await coordinator.addFeed("stuck", source: stuck)
+        try await coordinator.addFeed("failing", source: failing)
+        let good = try await coordinator.addFeed("healthy", source: healthy)
+        #expect(await coordinator.feedIDs == ["stuck", "failing", "healthy"])
+        await coordinator.start()
+
+        _ = await stuck.call(0)                                  // never answered
+        await failing.fail(await failing.call(0).id, FeedError(.httpStatus(404), "not found"))
+        await healthy.respond(await healthy.call(0).id, page(["1"], older: nil, newer: "1"))
+        let state = await good.waitFor { $0.hasLoaded }
+        #expect(state.itemCount == 1)
+        let failed = await coordinator.feed("failing")!.waitFor { $0.initial.load.failure != nil }
+        #expect(Presentation(state: failed).main == .error(.init(message: "not found", isPermanent: true, nextRetryAt: nil, attempt: 1)))
+        #expect(await coordinator.feed("stuck")!.state.initial.load == .loading)
+        #expect(await good.state.initial.load == .loaded, "the others' troubles do not touch it")
+
+        // Retrying everything retries only what failed; the healthy feed refreshes on its own terms.
+        await coordinator.retry()
+        #expect(await failing.call(1).direction == "initial")
+        #expect(await healthy.callCount == 1)
+        await coordinator.refresh(feed: "healthy")
+        #expect(await healthy.call(1).direction == "newer")
+        #expect(await stuck.callCount == 1, "refreshing one feed leaves the others")
+    }
+
+    @Test func connectivityReachesEveryFeedAndUpdatesStream() async throws {
+        let clock = TestClock<Duration>()
+        let coordinator = SyncCoordinator(store: InMemoryFeedStore(), configuration: .init(reconnectSpread: .zero),
+                                          clock: clock, random: SeededRandomSource(seed: 2), wallOrigin: origin)
+        let a = ScriptedSource(), b = ScriptedSource()
+        try await coordinator.addFeed("a", source: a)
+        try await coordinator.addFeed("b", source: b)
+        let updates = await coordinator.updates()
+        await coordinator.connectivityChanged(noCarrier)
+        await coordinator.start()
+        var offlineFeeds: Set<String> = []
+        for await state in updates where state.offline != nil {
+            offlineFeeds.insert(state.feed)
+            if offlineFeeds.count == 2 { break }
+        }
+        #expect(await a.callCount == 0)
+        #expect(await b.callCount == 0)
+        await coordinator.connectivityChanged(online)
+        #expect(await a.call(0).direction == "initial")
+        #expect(await b.call(0).direction == "initial")
+        // A feed added later inherits the last verdict.
+        await coordinator.connectivityChanged(noCarrier)
+        let late = try await coordinator.addFeed("late", source: ScriptedSource())
+        #expect(await late.state.offline != nil)
+        #expect(await late.state.initial.paused)
+        await coordinator.stop()
+    }
+}

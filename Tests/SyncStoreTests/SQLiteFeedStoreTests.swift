@@ -1,0 +1,91 @@
+import Foundation
+import SyncCore
+import SyncStore
+import Testing
+
+func item(_ id: String) -> FeedItem { FeedItem(id: id, payload: Data("{\"id\":\"\(id)\"}".utf8)) }
+
+func page(_ ids: [String], older: String?, newer: String?) -> FeedPage {
+    FeedPage(items: ids.map(item), olderCursor: older, newerCursor: newer)
+}
+
+@Suite struct SQLiteFeedStoreTests {
+    let date = Date(timeIntervalSinceReferenceDate: 12_345.678)
+
+    @Test func storesPagesInFeedOrderWithCursorsInARealWALFile() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("feeds.sqlite")
+        let store = try SQLiteFeedStore(path: path)
+        #expect(try await store.load(feed: "home") == .fresh)
+        _ = try await store.commit(feed: "home", direction: .initial, page: page(["5", "4"], older: "4", newer: "5"), at: date)
+        _ = try await store.commit(feed: "home", direction: .older, page: page(["3", "2"], older: "2", newer: "3"), at: date)
+        let outcome = try await store.commit(feed: "home", direction: .newer, page: page(["7", "6", "5"], older: "5", newer: "7"), at: date)
+        #expect(outcome.inserted == 2 && outcome.pageItemCount == 3, "5 was stored already")
+        #expect(try await store.items(feed: "home", offset: 0, limit: 100).map(\.id) == ["7", "6", "5", "4", "3", "2"])
+        #expect(try await store.items(feed: "home", offset: 2, limit: 2).map(\.id) == ["5", "4"])
+        #expect(try await store.items(feed: "home", offset: 0, limit: 1).first == item("7"))
+        #expect(try await store.load(feed: "home") == PersistedFeed(
+            olderCursor: "2", newerCursor: "7", endReached: false, hasLoaded: true, itemCount: 6, lastSyncAt: date, revision: 3))
+        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"), "WAL journal mode")
+    }
+
+    @Test func feedsAreKeptApart() async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
+        _ = try await store.commit(feed: "a", direction: .initial, page: page(["1"], older: nil, newer: "1"), at: date)
+        _ = try await store.commit(feed: "b", direction: .initial, page: page(["1", "0"], older: "0", newer: "1"), at: date)
+        #expect(try await store.load(feed: "a").itemCount == 1)
+        #expect(try await store.load(feed: "a").endReached)
+        #expect(try await store.load(feed: "b").itemCount == 2)
+        #expect(try await store.feeds() == ["a", "b"])
+    }
+
+    @Test func reopeningResumesFromTheStoredCursors() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("feeds.sqlite")
+        do {
+            let store = try SQLiteFeedStore(path: path)
+            _ = try await store.commit(feed: "home", direction: .initial, page: page(["9", "8"], older: "8", newer: "9"), at: date)
+            _ = try await store.commit(feed: "home", direction: .older, page: page(["7"], older: nil, newer: nil), at: date)
+        }
+        let reopened = try SQLiteFeedStore(path: path)
+        let feed = try await reopened.load(feed: "home")
+        #expect(feed == PersistedFeed(olderCursor: nil, newerCursor: "9", endReached: true, hasLoaded: true, itemCount: 3, lastSyncAt: date, revision: 2))
+        #expect(try await reopened.items(feed: "home", offset: 0, limit: 10).map(\.id) == ["9", "8", "7"])
+    }
+
+    @Test func anEmptyFirstPageIsRememberedAsLoaded() async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
+        _ = try await store.commit(feed: "quiet", direction: .initial, page: page([], older: nil, newer: nil), at: date)
+        let feed = try await store.load(feed: "quiet")
+        #expect(feed.hasLoaded && feed.itemCount == 0 && feed.endReached)
+        _ = try await store.commit(feed: "quiet", direction: .newer, page: page(["2", "1"], older: "1", newer: "2"), at: date)
+        let after = try await store.load(feed: "quiet")
+        #expect(after.olderCursor == "1" && after.newerCursor == "2" && !after.endReached)
+    }
+
+    /// The SQLite store and the pure reference (FeedLog) agree on every random page sequence.
+    @Test(arguments: 0..<20)
+    func agreesWithTheReferenceModel(seed: Int) async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
+        var reference = FeedLog()
+        var rng = SeededRandomSource(seed: UInt64(seed) + 1)
+        for step in 0..<40 {
+            let direction: Direction = step == 0 ? .initial : [.older, .newer][Int(rng.next() % 2)]
+            let count = Int(rng.next() % 5)
+            // Ids from a small space, so pages overlap stored items and each other.
+            let ids = (0..<count).map { _ in "x\(rng.next() % 60)" }
+            let unique = ids.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+            let cursor: () -> String? = { rng.next() % 4 == 0 ? nil : "c\(rng.next() % 100)" }
+            let p = page(unique, older: cursor(), newer: cursor())
+            let expected = reference.commit(p, direction: direction, at: date)
+            let actual = try await store.commit(feed: "f", direction: direction, page: p, at: date)
+            #expect(actual == expected, "seed \(seed) step \(step)")
+        }
+        #expect(try await store.items(feed: "f", offset: 0, limit: 1_000) == reference.items)
+        #expect(try await store.load(feed: "f") == reference.feed)
+    }
+}

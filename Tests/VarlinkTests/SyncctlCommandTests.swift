@@ -1,0 +1,119 @@
+import Foundation
+import SyncControl
+import TestSupport
+import Testing
+
+/// The built `syncctl` binary against an in-process server.
+@Suite("syncctl")
+struct SyncctlCommandTests {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs syncctl on its own thread (see ``runCommandOffPool(_:)``) and captures everything.
+    static func syncctl(_ arguments: [String], environment: [String: String] = [:], asUser uid: Int? = nil, binary: String? = nil) async throws -> Result {
+        let binary = try binary ?? BuildProducts.path("syncctl")
+        let prefix = uid.map { ["setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []
+        let env = ["env", "-u", "SYNCD_SOCKET", "NO_COLOR=1"] + environment.map { "\($0.key)=\($0.value)" }
+        let script = "\"$@\" >\"$OUT\" 2>\"$ERR\"; echo $?"
+        let directory = try makeSocketDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let out = directory + "/out", err = directory + "/err"
+        let status = try await runCommandOffPool(["env", "OUT=\(out)", "ERR=\(err)", "sh", "-c", script, "sh"] + prefix + env + [binary] + arguments)
+        return Result(
+            status: Int32(status.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1,
+            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        )
+    }
+
+    @Test func notRunningIsAClearFailure() async throws {
+        let result = try await Self.syncctl(["status", "--socket", "/nonexistent/io.syncd"])
+        #expect(result.status == 1)
+        #expect(result.stderr == "syncd is not running (cannot connect to /nonexistent/io.syncd: No such file or directory)\n")
+        let fromEnvironment = try await Self.syncctl(["status"], environment: ["SYNCD_SOCKET": "/nonexistent/x"])
+        #expect(fromEnvironment.stderr.contains("/nonexistent/x"))
+    }
+
+    @Test func statusTableAndJSON() async throws {
+        try await withControlServer { path in
+            let table = try await Self.syncctl(["status", "--socket", path])
+            #expect(table.status == 0)
+            #expect(table.stdout.hasPrefix("● syncd 0.1.0\n"))
+            #expect(table.stdout.contains("State: online via eth0 (ipv4)"))
+            #expect(!table.stdout.contains("\u{1B}["), "NO_COLOR and a pipe: no escape sequences")
+
+            let short = try await Self.syncctl(["status", "--socket", path, "--json=short"])
+            #expect(short.stdout.split(separator: "\n").count == 1)
+            let decoded = try ControlJSON.makeDecoder().decode(ControlStatus.self, from: Data(short.stdout.utf8))
+            #expect(decoded == Samples.status())
+
+            let pretty = try await Self.syncctl(["status", "--socket", path, "--json=pretty", "work"])
+            #expect(pretty.stdout.split(separator: "\n").count > 10)
+            #expect(try ControlJSON.makeDecoder().decode(ControlStatus.self, from: Data(pretty.stdout.utf8)).feeds.map(\.name) == ["work"])
+
+            let unknown = try await Self.syncctl(["status", "--socket", path, "nope"])
+            #expect(unknown.status == 1)
+            #expect(unknown.stderr == "no feed named 'nope'\n")
+        }
+    }
+
+    @Test func actionsAndItems() async throws {
+        let handler = FakeHandler()
+        try await withControlServer(handler: handler) { path in
+            let refresh = try await Self.syncctl(["refresh", "home", "--socket", path])
+            #expect(refresh.status == 0)
+            #expect(refresh.stdout == "Refresh: home\n")
+            let retry = try await Self.syncctl(["retry", "--socket", path])
+            #expect(retry.stdout == "Retry: home, work\n")
+            let older = try await Self.syncctl(["older", "fresh", "--socket", path])
+            #expect(older.status == 1)
+            #expect(older.stderr == "feed 'fresh' is not ready: first load has not succeeded\n")
+
+            let items = try await Self.syncctl(["items", "home", "--limit", "2", "--socket", path])
+            #expect(items.stdout == "ID  SUMMARY\n5   item 5\n4   item 4\n\n2 items. More: syncctl items home --after 4\n")
+            let json = try await Self.syncctl(["items", "home", "--after", "4", "--limit", "1", "--json=short", "--socket", path])
+            #expect(try ControlJSON.makeDecoder().decode(ControlItemPage.self, from: Data(json.stdout.utf8)).items.map(\.id) == ["3"])
+        }
+        #expect(handler.recordedCalls == ["refresh home", "retry *"])
+    }
+
+    @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+    func unprivilegedUserIsToldWhy() async throws {
+        try Privileges.requireRoot()
+        let binary = try BuildProducts.path("syncctl")
+        // nobody must be able to reach the binary; the build tree under /root usually is not.
+        let copy = try makeSocketDirectory() + "/syncctl"
+        defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
+        try FileManager.default.copyItem(atPath: binary, toPath: copy)
+        try await withControlServer { path in
+            let denied = try await Self.syncctl(["refresh", "home", "--socket", path], asUser: 65534, binary: copy)
+            #expect(denied.status == 1)
+            #expect(denied.stderr == "permission denied: Refresh needs root or membership in syncd's control group\n")
+            let status = try await Self.syncctl(["status", "--socket", path], asUser: 65534, binary: copy)
+            #expect(status.status == 0, "\(status.stderr)")
+        }
+    }
+
+    /// Not on a terminal, watch prints one still frame per change and says so when syncd leaves.
+    @Test func watchOnAPipe() async throws {
+        let handler = FakeHandler()
+        let result = try await withControlServer(handler: handler) { path in
+            async let run = Self.syncctl(["watch", "--socket", path], environment: ["COLUMNS": "70", "LINES": "30"])
+            while handler.broadcaster.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            handler.broadcaster.publish(Samples.status(online: false))
+            handler.broadcaster.finish()
+            return try await run
+        }
+        // Watchers get the newest state, not every intermediate one: the online frame may have
+        // been superseded before it was read, the offline one must arrive.
+        #expect(result.stdout.hasSuffix("\n\n"))
+        #expect(result.stdout.contains("syncd 0.1.0 · offline (no carrier)"))
+        #expect(result.stdout.contains("• Hello world"))
+        #expect(!result.stdout.contains("\u{1B}["))
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("syncd closed the connection"))
+    }
+}
