@@ -191,7 +191,7 @@ public final class DemoFeedServer: Sendable {
     /// Feed requests received (every request to `/feeds/{name}`, faulted or not).
     public func requestCount(feed: String) async -> Int { await state.requestCount(feed: feed) }
 
-    /// Feed requests received, in arrival order.
+    /// Feed requests received, in arrival order (the most recent 20 000 per feed).
     public func requests(feed: String) async -> [RequestRecord] { await state.requests(feed: feed) }
 
     /// Forgets all recorded requests.

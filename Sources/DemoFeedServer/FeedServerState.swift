@@ -20,6 +20,9 @@ actor FeedServerState {
     private let randomFaults: [RandomFault]
     private var rng: SplitMix64
     private var log: [String: [RequestRecord]] = [:]
+    private var counts: [String: Int] = [:]
+    /// Records kept per feed; a demo left running for days must not grow without bound.
+    private let logLimit = 20_000
     private let feedOrder: [String]
 
     init(feeds definitions: [FeedDefinition], randomFaults: [RandomFault], seed: UInt64) {
@@ -54,8 +57,10 @@ actor FeedServerState {
                 }
             }
         }
+        counts[feed, default: 0] += 1
         log[feed, default: []].append(RequestRecord(
             feed: feed, kind: kind, query: query, fault: fault, receivedAt: .now, authorization: authorization))
+        if log[feed]!.count > logLimit { log[feed]!.removeFirst(log[feed]!.count - logLimit) }
         return fault
     }
 
@@ -100,9 +105,12 @@ actor FeedServerState {
 
     func requests(feed: String) -> [RequestRecord] { log[feed] ?? [] }
 
-    func requestCount(feed: String) -> Int { log[feed]?.count ?? 0 }
+    func requestCount(feed: String) -> Int { counts[feed] ?? 0 }
 
-    func resetRequestLog() { log.removeAll() }
+    func resetRequestLog() {
+        log.removeAll()
+        counts.removeAll()
+    }
 }
 
 /// A small seeded generator, so a `--seed` reproduces the same random faults.

@@ -12,11 +12,11 @@ enum PageBody {
     /// What a misconfigured proxy sends with a 200: not JSON at all.
     static let malformed: [UInt8] = Array("<html><body><h1>502 Bad Gateway</h1></body></html>\n".utf8)
 
-    /// A real page cut inside its first item: framed correctly, invalid as JSON.
+    /// A real page cut in half: framed correctly (the Content-Length matches), invalid as JSON,
+    /// as a proxy that lost the end of an upstream response would send it.
     static func truncated(_ items: [DemoFeedItem]) -> [UInt8] {
-        let full = render(items.isEmpty ? [.generate(feed: "x", sequence: 1, idWidth: 10, idField: "id")] : items)
-        let firstItemEnd = items.first.map { $0.json.utf8.count + 4 } ?? full.count
-        return Array(full.prefix(max(4, min(full.count, firstItemEnd) / 2)))
+        let full = render(items)
+        return Array(full.prefix(max(1, full.count / 2)))
     }
 
     /// A real page padded with trailing whitespace (still valid JSON) up to `bytes`.

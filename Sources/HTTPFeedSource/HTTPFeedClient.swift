@@ -28,14 +28,13 @@ public final class HTTPFeedClient: Sendable {
 
     public init(options: Options = Options()) {
         self.options = options
-        var configuration = HTTPClient.Configuration(
+        let configuration = HTTPClient.Configuration(
             // Redirects are not followed: a redirect could carry the bearer token to another
             // host, and a feed URL that moved is something the operator should see.
             redirectConfiguration: .disallow,
             timeout: .init(connect: .nanoseconds(Int64(options.connectTimeout.totalNanoseconds))),
             decompression: options.decompression ? .enabled(limit: .size(options.maxDecompressedBytes)) : .disabled
         )
-        configuration.httpVersion = .http1Only
         http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -15,6 +15,7 @@ actor ScriptedSource: FeedSource {
     private(set) var calls: [Call] = []
     private(set) var cancelled: Set<Int> = []
     private var waiting: [Int: CheckedContinuation<FeedPage, any Error>] = [:]
+    private var answers: [Int: Result<FeedPage, any Error>] = [:]
     private var callWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     private var cancelWaiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
     let ignoresCancellation: Bool
@@ -36,6 +37,8 @@ actor ScriptedSource: FeedSource {
             try await withCheckedThrowingContinuation { continuation in
                 if cancelled.contains(id) && !ignoresCancellation {
                     continuation.resume(throwing: CancellationError())
+                } else if let answer = answers.removeValue(forKey: id) {
+                    continuation.resume(with: answer)
                 } else {
                     waiting[id] = continuation
                 }
@@ -68,12 +71,23 @@ actor ScriptedSource: FeedSource {
         await withCheckedContinuation { cancelWaiters.append((id, $0)) }
     }
 
-    func respond(_ id: Int, _ page: FeedPage) {
-        waiting.removeValue(forKey: id)?.resume(returning: page)
+    /// Answers request `id` with a page, waiting for it to be made if need be.
+    func respond(_ id: Int, _ page: FeedPage) async {
+        await answer(id, .success(page))
     }
 
-    func fail(_ id: Int, _ error: FeedError) {
-        waiting.removeValue(forKey: id)?.resume(throwing: error)
+    /// Answers request `id` with an error, waiting for it to be made if need be.
+    func fail(_ id: Int, _ error: FeedError) async {
+        await answer(id, .failure(error))
+    }
+
+    private func answer(_ id: Int, _ result: Result<FeedPage, any Error>) async {
+        _ = await call(id)
+        if let continuation = waiting.removeValue(forKey: id) {
+            continuation.resume(with: result)
+        } else {
+            answers[id] = result
+        }
     }
 
     var callCount: Int { calls.count }

@@ -98,7 +98,7 @@ struct SyncctlCommandTests {
     }
 
     /// Not on a terminal, watch prints one still frame per change and says so when syncd leaves.
-    @Test func watchOnAPipe() async throws {
+    @Test(.timeLimit(.minutes(1))) func watchOnAPipe() async throws {
         let handler = FakeHandler()
         let result = try await withControlServer(handler: handler) { path in
             async let run = Self.syncctl(["watch", "--socket", path], environment: ["COLUMNS": "70", "LINES": "30"])

@@ -8,6 +8,13 @@
 import Benchmark
 import BenchmarkSupport
 import Foundation
+import Synchronization
+
+/// Per-iteration details, printed by the teardown hook: the harness silences output while a
+/// benchmark runs (`--no-progress`/`--quiet`), but not during teardown.
+final class StormLog: Sendable {
+    let lines = Mutex<[String]>([])
+}
 
 let monitorCPU = BenchmarkMetric.custom("monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
 let ipMonitorCPU = BenchmarkMetric.custom("ip monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
@@ -30,6 +37,7 @@ let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
     let routes = Int(environment["STORM_ROUTES"] ?? "") ?? 100_000
     let iterations = Int(environment["STORM_ITERATIONS"] ?? "") ?? 3
+    let log = StormLog()
     let custom = [monitorCPU, ipMonitorCPU, cpuRatioPercent, monitorPeakRSS, ipMonitorPeakRSS, monitorConverged, ipMonitorDrained, monitorDrops, ipMonitorDrops]
     Benchmark(
         "Route storm \(routes) adds + deletes: monitor vs ip monitor",
@@ -39,7 +47,10 @@ let benchmarks: @Sendable () -> Void = {
             units: Dictionary(uniqueKeysWithValues: custom.map { ($0, BenchmarkUnits.count) }),
             warmupIterations: 0,
             maxDuration: .seconds(900),
-            maxIterations: iterations
+            maxIterations: iterations,
+            teardown: {
+                for line in log.lines.withLock({ $0 }) { print(line) }
+            }
         )
     ) { benchmark in
         do {
@@ -53,7 +64,7 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(ipMonitorDrained, result.ipDrained.wholeMilliseconds)
             benchmark.measurement(monitorDrops, result.monitorDrops)
             benchmark.measurement(ipMonitorDrops, result.ipDrops)
-            print("iteration \(benchmark.currentIteration): \(result.description)")
+            log.lines.withLock { $0.append("iteration \(benchmark.currentIteration): \(result.description)") }
         } catch {
             benchmark.error("route storm: \(error)")
         }
