@@ -208,6 +208,7 @@ let package = Package(
         ),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "TestSupport"]),
         .testTarget(name: "SyncdTests", dependencies: ["SyncDaemon", "SyncControl", "DemoFeedServer", "TestSupport"]),
+        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
         .target(name: "TestSupport", dependencies: ["NetlinkProbe"], path: "Tests/TestSupport"),
     ],

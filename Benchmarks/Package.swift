@@ -62,6 +62,68 @@ let package = Package(
             path: "Benchmarks/RouteStorm",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+
+        // MARK: Sync benchmarks (throughput, reconnect, idle cost, fleet)
+
+        /// Rigs of the sync benchmarks: the Python-baseline throughput run, the namespace reconnect
+        /// rig, the idle-cost watcher and the fleet simulation. Separate from BenchmarkSupport so the
+        /// storm helper does not link the HTTP, SQLite and server stacks.
+        .target(
+            name: "SyncBenchmarkSupport",
+            dependencies: [
+                .product(name: "NetlinkProbe", package: "syncd"),
+                .product(name: "SyncCore", package: "syncd"),
+                .product(name: "SyncCoordinator", package: "syncd"),
+                .product(name: "SyncStore", package: "syncd"),
+                .product(name: "HTTPFeedSource", package: "syncd"),
+            ]
+        ),
+        /// Both ends of the reconnect rig, each run inside one of its namespaces (built by `scripts/bench`).
+        .executableTarget(
+            name: "reconnect-helper",
+            dependencies: [
+                "SyncBenchmarkSupport",
+                .product(name: "DemoFeedServer", package: "syncd"),
+                .product(name: "NetlinkMonitor", package: "syncd"),
+                .product(name: "ConnectivityPolicy", package: "syncd"),
+                .product(name: "SyncCoordinator", package: "syncd"),
+                .product(name: "SyncCore", package: "syncd"),
+                .product(name: "SyncStore", package: "syncd"),
+                .product(name: "HTTPFeedSource", package: "syncd"),
+            ]
+        ),
+        /// 100,000 items through HTTPFeedSource + SyncCoordinator + SQLiteFeedStore vs Python requests+sqlite3.
+        .executableTarget(
+            name: "SyncThroughput",
+            dependencies: ["SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/SyncThroughput",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        /// Carrier back → first retried request at the server; carrier loss → coordinator paused.
+        .executableTarget(
+            name: "ReconnectLatency",
+            dependencies: ["SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/ReconnectLatency",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        /// The syncd binary idle between refreshes: context switches per second and RSS.
+        .executableTarget(
+            name: "IdleCost",
+            dependencies: ["SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/IdleCost",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        /// 10,000 simulated agents reconnecting: peak request rate with and without spread and jitter.
+        .executableTarget(
+            name: "FleetReconnect",
+            dependencies: [
+                "SyncBenchmarkSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "SyncCore", package: "syncd"),
+            ],
+            path: "Benchmarks/FleetReconnect",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,77 @@
+// Reconnect → first retried request arriving at the server, and link change → coordinator paused,
+// through syncd's real stack in network namespaces (see ReconnectRig): the agent (monitor,
+// coordinator with reconnect spread 0, HTTP source, SQLite store) in the client namespace, the demo
+// feed server in the peer namespace. Carrier is taken away and given back through the peer link,
+// which keeps the client's routes (marked linkdown), as a pulled cable does.
+//
+// Two benchmarks: settle 0 (RECONNECT_ITERATIONS, default 200) and syncd's default settle of 2 s
+// (RECONNECT_SETTLE_ITERATIONS, default 20). Needs root.
+
+import Benchmark
+import Foundation
+import Synchronization
+import SyncBenchmarkSupport
+
+final class RigHolder: Sendable {
+    let rig = Mutex<ReconnectRig?>(nil)
+    var current: ReconnectRig {
+        get throws {
+            guard let rig = rig.withLock({ $0 }) else { throw SyncRigError("reconnect rig not set up") }
+            return rig
+        }
+    }
+}
+
+let rawDownMetric = BenchmarkMetric.custom("raw carrier-loss notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let pausedMetric = BenchmarkMetric.custom("coordinator paused (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let rawUpMetric = BenchmarkMetric.custom("raw carrier-up notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let verdictUpMetric = BenchmarkMetric.custom("online verdict (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let arrivalMetric = BenchmarkMetric.custom("retried request at server (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+
+func reconnectBenchmark(_ name: String, settle: Duration, iterations: Int, warmup: Int) {
+    let holder = RigHolder()
+    Benchmark(
+        name,
+        configuration: .init(
+            metrics: [.wallClock, rawDownMetric, pausedMetric, rawUpMetric, verdictUpMetric, arrivalMetric],
+            timeUnits: .microseconds,
+            units: [rawDownMetric: .count, pausedMetric: .count, rawUpMetric: .count, verdictUpMetric: .count, arrivalMetric: .count],
+            warmupIterations: warmup,
+            maxDuration: .seconds(900),
+            maxIterations: iterations,
+            setup: {
+                let rig = try await ReconnectRig(settle: settle)
+                holder.rig.withLock { $0 = rig }
+            },
+            teardown: {
+                guard let rig = holder.rig.withLock({ $0 }) else { return }
+                print(await rig.summary())
+                await rig.shutdown()
+                holder.rig.withLock { $0 = nil }
+            }
+        )
+    ) { benchmark in
+        do {
+            let rig = try holder.current
+            let record = benchmark.currentIteration >= warmup
+            benchmark.startMeasurement()
+            let sample = try await rig.measure(record: record)
+            benchmark.stopMeasurement()
+            benchmark.measurement(rawDownMetric, Int(sample.rawDown / 1000))
+            benchmark.measurement(pausedMetric, Int(sample.paused / 1000))
+            benchmark.measurement(rawUpMetric, Int(sample.rawUp / 1000))
+            benchmark.measurement(verdictUpMetric, Int(sample.verdictUp / 1000))
+            benchmark.measurement(arrivalMetric, Int(sample.arrival / 1000))
+        } catch {
+            benchmark.error("reconnect: \(error)")
+        }
+    }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let iterations = Int(environment["RECONNECT_ITERATIONS"] ?? "") ?? 200
+    let settleIterations = Int(environment["RECONNECT_SETTLE_ITERATIONS"] ?? "") ?? 20
+    reconnectBenchmark("Reconnect → retried request at server (settle 0, spread 0)", settle: .zero, iterations: iterations, warmup: 5)
+    reconnectBenchmark("Reconnect → retried request at server (settle 2 s, spread 0)", settle: .seconds(2), iterations: settleIterations, warmup: 1)
+}

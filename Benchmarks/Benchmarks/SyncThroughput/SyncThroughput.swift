@@ -1,0 +1,67 @@
+// Sync throughput: 100,000 items (1,000 pages of 100) from the reference server into SQLite through
+// syncd's real stack (HTTPFeedSource + SyncCoordinator + SQLiteFeedStore), next to a straightforward
+// Python baseline (requests + sqlite3, Baselines/sync_baseline.py) syncing the same feed from the
+// same server in the same run. Each iteration runs both, in alternating order; the closing summary
+// gives the ratio the target (≥ 3× the baseline's items/s) is stated in.
+//
+// Knobs: SYNC_THROUGHPUT_ITERATIONS (default 3), SYNC_THROUGHPUT_ITEMS (default 100000).
+// Needs python3 with `requests` (checked, and installed with pip when missing).
+
+import Benchmark
+import Foundation
+import Synchronization
+import SyncBenchmarkSupport
+
+final class RigHolder: Sendable {
+    let rig = Mutex<ThroughputRig?>(nil)
+    var current: ThroughputRig {
+        get throws {
+            guard let rig = rig.withLock({ $0 }) else { throw SyncRigError("throughput rig not set up") }
+            return rig
+        }
+    }
+}
+
+let syncdMetric = BenchmarkMetric.custom("syncd (items/s)", polarity: .prefersLarger, useScalingFactor: false)
+let pythonMetric = BenchmarkMetric.custom("python baseline (items/s)", polarity: .prefersLarger, useScalingFactor: false)
+let ratioMetric = BenchmarkMetric.custom("ratio syncd/python (×100)", polarity: .prefersLarger, useScalingFactor: false)
+
+let benchmarks: @Sendable () -> Void = {
+    let holder = RigHolder()
+    let environment = ProcessInfo.processInfo.environment
+    let iterations = Int(environment["SYNC_THROUGHPUT_ITERATIONS"] ?? "") ?? 3
+    let items = Int(environment["SYNC_THROUGHPUT_ITEMS"] ?? "") ?? 100_000
+    Benchmark(
+        "Sync \(items) items: syncd vs python requests+sqlite3",
+        configuration: .init(
+            metrics: [.wallClock, syncdMetric, pythonMetric, ratioMetric],
+            timeUnits: .milliseconds,
+            units: [syncdMetric: .count, pythonMetric: .count, ratioMetric: .count],
+            warmupIterations: 0,
+            maxDuration: .seconds(1800),
+            maxIterations: iterations,
+            setup: {
+                let rig = try await ThroughputRig(items: items, pageSize: 100)
+                holder.rig.withLock { $0 = rig }
+            },
+            teardown: {
+                guard let rig = holder.rig.withLock({ $0 }) else { return }
+                print(await rig.summary())
+                await rig.shutdown()
+                holder.rig.withLock { $0 = nil }
+            }
+        )
+    ) { benchmark in
+        do {
+            let rig = try holder.current
+            benchmark.startMeasurement()
+            let pair = try await rig.measurePair(index: benchmark.currentIteration)
+            benchmark.stopMeasurement()
+            benchmark.measurement(syncdMetric, Int(pair.syncd.itemsPerSecond))
+            benchmark.measurement(pythonMetric, Int(pair.python.itemsPerSecond))
+            benchmark.measurement(ratioMetric, Int(100 * pair.syncd.itemsPerSecond / pair.python.itemsPerSecond))
+        } catch {
+            benchmark.error("sync-throughput: \(error)")
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import SyncStore
+
+/// Context switches of every thread of a process, read from /proc/PID/task/*/status.
+public struct ThreadSwitches: Sendable {
+    public var byThread: [Int32: (name: String, switches: Int)]
+
+    public init(pid: Int32) {
+        var result: [Int32: (String, Int)] = [:]
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            guard let tid = Int32(task),
+                let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
+            else { continue }
+            var name = "?"
+            var switches = 0
+            for line in status.split(separator: "\n") {
+                if line.hasPrefix("Name:") { name = line.dropFirst(5).trimmingCharacters(in: .whitespaces) }
+                if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                    switches += Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
+                }
+            }
+            result[tid] = (name, switches)
+        }
+        byThread = result
+    }
+
+    public var total: Int { byThread.values.reduce(0) { $0 + $1.switches } }
+
+    /// Switches per thread since `earlier`; threads born in between count from zero.
+    public func since(_ earlier: ThreadSwitches) -> [(tid: Int32, name: String, switches: Int)] {
+        byThread.map { tid, entry in (tid, entry.name, entry.switches - (earlier.byThread[tid]?.switches ?? 0)) }
+            .sorted { $0.switches > $1.switches }
+    }
+}
+
+/// A value from /proc/PID/status in KiB (`VmRSS`, `VmHWM`).
+public func procStatusKiB(pid: Int32, _ key: String) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
+        return Int(line.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ")[0]) ?? 0
+    }
+    return 0
+}
+
+/// Idle cost of the real `syncd` binary: started on a configuration with one demo feed on
+/// loopback (refresh every `refreshSeconds`), left to sync, then watched from outside for
+/// `seconds`: context switches of all its threads (voluntary + involuntary) and RSS.
+/// Next to it, in the same window, `ip monitor link address route` (a process that only sleeps
+/// on a netlink socket of the same namespace): its switches are what kernel events alone cause.
+public final class IdleRig: Sendable {
+    public struct Result: Sendable {
+        public var seconds: Double
+        public var switches: Int
+        public var perSecond: [Int]
+        public var threads: [(tid: Int32, name: String, switches: Int)]
+        public var rssKiB: Int
+        public var hwmKiB: Int
+        public var baselineSwitches: Int
+        public var baselineRSSKiB: Int
+        public var feedRequests: Int
+        public var rate: Double { Double(switches) / seconds }
+        public var baselineRate: Double { Double(baselineSwitches) / seconds }
+    }
+
+    public init() {}
+
+    public func run(seconds: Int, refreshSeconds: Int, items: Int = 1000) async throws -> Result {
+        let directory = NSTemporaryDirectory() + "idle-cost-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try LineProcess(
+            executable: try HelperPaths.executable("demo-feed"),
+            arguments: ["--host", "127.0.0.1", "--port", "0", "--feed", "idle:\(items):0", "--limit", "100", "--log-level", "warning"])
+        defer { server.finish() }
+        let serverLines = LineReader(server, name: "demo-feed")
+        let listening = try await serverLines.next { $0.hasPrefix("listening on ") }
+        let baseURL = String(listening.dropFirst("listening on ".count))
+        let config = """
+            [daemon]
+            store = "\(directory)/syncd.sqlite"
+            control_socket = "\(directory)/io.syncd"
+            log_level = "info"
+
+            [[feed]]
+            name = "idle"
+            url = "\(baseURL)/feeds/idle"
+            page_size = 100
+            refresh_interval = "\(refreshSeconds)s"
+            backfill = \(items)
+            """
+        try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
+        let log = FileHandle(forWritingAtPath: "/dev/null")
+        let syncd = Process()
+        syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
+        syncd.arguments = ["--config", "\(directory)/syncd.toml"]
+        syncd.standardOutput = log
+        syncd.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        syncd.standardInput = FileHandle.nullDevice
+        try syncd.run()
+        defer {
+            kill(syncd.processIdentifier, SIGTERM)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while syncd.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+            if syncd.isRunning { kill(syncd.processIdentifier, SIGKILL) }
+        }
+        let pid = syncd.processIdentifier
+
+        // Synced: every item stored and the end reached (read from the store, not over the
+        // control socket, so the wait itself does not wake syncd).
+        let deadline = ContinuousClock.now + .seconds(120)
+        while true {
+            try await Task.sleep(for: .milliseconds(500))
+            guard syncd.isRunning else { throw SyncRigError("syncd exited with status \(syncd.terminationStatus)") }
+            if FileManager.default.fileExists(atPath: "\(directory)/syncd.sqlite"),
+                let feed = try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite").loadSynchronously(feed: "idle"),
+                feed.itemCount >= items, feed.endReached
+            {
+                break
+            }
+            guard ContinuousClock.now < deadline else { throw SyncRigError("syncd did not sync the feed within 120 s") }
+        }
+        try await Task.sleep(for: .seconds(3))  // let the last commit's work and the status report finish
+
+        let monitor = Process()
+        monitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        monitor.arguments = ["ip", "monitor", "link", "address", "route"]
+        monitor.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        monitor.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try monitor.run()
+        defer { monitor.terminate(); monitor.waitUntilExit() }
+        try await Task.sleep(for: .milliseconds(500))
+
+        let requestsBefore = try await requestCount(baseURL)
+        let first = ThreadSwitches(pid: pid)
+        let monitorFirst = ThreadSwitches(pid: monitor.processIdentifier)
+        let start = ContinuousClock.now
+        var previous = first.total
+        var perSecond: [Int] = []
+        for second in 1...seconds {
+            try await Task.sleep(until: start + .seconds(second), clock: .continuous)
+            let now = ThreadSwitches(pid: pid).total
+            perSecond.append(now - previous)
+            previous = now
+        }
+        let last = ThreadSwitches(pid: pid)
+        let monitorLast = ThreadSwitches(pid: monitor.processIdentifier)
+        let elapsed = (ContinuousClock.now - start).seconds
+        let requestsAfter = try await requestCount(baseURL)
+        return Result(
+            seconds: elapsed, switches: last.total - first.total, perSecond: perSecond, threads: last.since(first),
+            rssKiB: procStatusKiB(pid: pid, "VmRSS"), hwmKiB: procStatusKiB(pid: pid, "VmHWM"),
+            baselineSwitches: monitorLast.total - monitorFirst.total,
+            baselineRSSKiB: procStatusKiB(pid: monitor.processIdentifier, "VmRSS"),
+            feedRequests: requestsAfter - requestsBefore)
+    }
+
+    /// Feed requests the demo server has seen (its admin API, loopback only).
+    private func requestCount(_ baseURL: String) async throws -> Int {
+        let output = try runCommandQuiet(["curl", "-s", "\(baseURL)/admin/feeds/idle/requests"])
+        // {"feed":"idle","count":N,"requests":[...]}
+        if let range = output.range(of: "\"count\":") {
+            let digits = output[range.upperBound...].prefix { $0.isNumber }
+            return Int(digits) ?? -1
+        }
+        return -1
+    }
+
+    public static func summary(_ result: Result, refreshSeconds: Int) -> String {
+        let sortedSeconds = result.perSecond.sorted()
+        let median = sortedSeconds.isEmpty ? 0 : sortedSeconds[sortedSeconds.count / 2]
+        let quiet = result.perSecond.filter { $0 <= median }.count
+        let busiest = result.threads.prefix(8).map { "\($0.name)(\($0.tid))=\($0.switches)" }.joined(separator: " ")
+        return """
+        idle-cost summary: syncd, 1 feed on loopback, refresh every \(refreshSeconds) s, watched \(String(format: "%.1f", result.seconds)) s after sync:
+          context switches (all threads): \(result.switches) = \(String(format: "%.2f", result.rate))/s (target < 1/s: \(result.rate < 1 ? "met" : "missed"))
+          per second: median \(median), max \(sortedSeconds.last ?? 0), seconds at or below median \(quiet)/\(result.perSecond.count)
+          per second series: \(result.perSecond.map(String.init).joined(separator: " "))
+          feed requests in the window: \(result.feedRequests)
+          busiest threads: \(busiest)
+          RSS \(String(format: "%.1f", Double(result.rssKiB) / 1024)) MiB, peak \(String(format: "%.1f", Double(result.hwmKiB) / 1024)) MiB (target < 25 MiB: \(result.rssKiB < 25 * 1024 ? "met" : "missed"))
+          baseline, same window: ip monitor link address route: \(result.baselineSwitches) switches = \(String(format: "%.2f", result.baselineRate))/s, RSS \(String(format: "%.1f", Double(result.baselineRSSKiB) / 1024)) MiB
+        """
+    }
+}
+
+/// Runs a command and returns its standard output, whatever its exit status.
+func runCommandQuiet(_ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}

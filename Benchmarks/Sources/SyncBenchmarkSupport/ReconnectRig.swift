@@ -1,0 +1,166 @@
+import Foundation
+import NetlinkProbe
+
+/// Reconnect latency through the real stack, across two network namespaces joined by a veth pair
+/// (``VethTopology``): syncd's monitor, coordinator, HTTP source and store run in a helper process
+/// inside the client namespace (`reconnect-helper agent`), the demo feed server in a helper inside
+/// the server namespace bound to the peer address 10.77.0.2 (`reconnect-helper server`).
+///
+/// Each iteration:
+/// 1. a newer load is put in flight and held by the server (a scripted stall);
+/// 2. **down**: the peer link (veth-s) goes admin-down with one in-process `RTM_NEWLINK`; the
+///    client's veth-c loses carrier (routes are kept, marked linkdown, as on a pulled cable).
+///    Timed from the request: a plain netlink socket in the client namespace seeing veth-c lose
+///    `IFF_LOWER_UP` (the raw notification), the agent's verdict stream saying offline, and the
+///    coordinator's published `FeedState` showing the load paused (cancelled, not failed);
+/// 3. **up**: veth-s goes admin-up; timed from that request: the raw carrier notification, the
+///    agent's online verdict (after the settle period), and the retried request's arrival at
+///    the server (the server's own arrival stamp);
+/// 4. the retried load completes (outside the measured window).
+public actor ReconnectRig {
+    public struct Sample: Sendable {
+        public var rawDown: Int64
+        public var verdictDown: Int64
+        public var paused: Int64
+        public var rawUp: Int64
+        public var verdictUp: Int64
+        public var arrival: Int64
+    }
+
+    public let settle: Duration
+    private let topology: VethTopology
+    private let server: LineProcess
+    private let agent: LineProcess
+    private let serverLines: LineReader
+    private let agentLines: LineReader
+    private let listener: RawLinkListener
+    private var raw: AsyncStream<RawLinkEvent>.Iterator
+    private let control: Int32
+    private let clientIndex: Int32
+    private let peerIndex: Int32
+    private var sequence: UInt32 = 1
+    private let directory: String
+    public private(set) var samples: [Sample] = []
+
+    private static let lowerUp: UInt32 = 0x10000  // IFF_LOWER_UP
+
+    public init(settle: Duration) async throws {
+        self.settle = settle
+        let helper = try HelperPaths.executable("reconnect-helper")
+        topology = try VethTopology()
+        directory = NSTemporaryDirectory() + "reconnect-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        server = try LineProcess(
+            executable: "/usr/bin/env",
+            arguments: ["ip", "netns", "exec", topology.server.name, helper, "server", VethTopology.serverAddress, "8080"])
+        let serverLines = LineReader(server, name: "reconnect-helper server")
+        _ = try await serverLines.next { $0.hasPrefix("listening") }
+        self.serverLines = serverLines
+        agent = try LineProcess(
+            executable: "/usr/bin/env",
+            arguments: [
+                "ip", "netns", "exec", topology.client.name, helper, "agent",
+                "http://\(VethTopology.serverAddress):8080/feeds/live?limit=20", "\(settle.nanoseconds / 1_000_000)", directory,
+            ])
+        let agentLines = LineReader(agent, name: "reconnect-helper agent")
+        _ = try await agentLines.next(timeout: .seconds(60)) { $0 == "ready" }
+        self.agentLines = agentLines
+        clientIndex = try await RawNetlink.linkIndex(named: VethTopology.clientLink, namespacePath: topology.client.path)
+        peerIndex = try await RawNetlink.linkIndex(named: VethTopology.serverLink, namespacePath: topology.server.path)
+        listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: topology.client.path))
+        raw = listener.events.makeAsyncIterator()
+        control = try await RawNetlink.open(groups: 0, namespacePath: topology.server.path)
+    }
+
+    public func shutdown() {
+        agent.finish()
+        server.finish()
+        listener.close()
+        _ = close(control)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// One down/up cycle; `record` false for warm-up rounds.
+    public func measure(record: Bool = true) async throws -> Sample {
+        // 1. a newer load in flight, held by the server.
+        try server.send("stall")
+        _ = try await serverLines.next { $0 == "ok" }
+        try agent.send("refresh")
+        _ = try await agentLines.next { $0 == "refreshed" }
+        try server.send("stalled")
+        let stalled = try await serverLines.next { $0.hasPrefix("stalled") }
+        guard stalled != "stalled 0" else { throw SyncRigError("the refresh never reached the server") }
+
+        // 2. carrier loss.
+        let down = Monotonic.now()
+        try RawNetlink.setLink(fd: control, index: peerIndex, up: false, sequence: nextSequence())
+        let rawDown = try await nextRaw(carrier: false)
+        var verdictDown: Int64?
+        var paused: Int64?
+        while verdictDown == nil || paused == nil {
+            let line = try await agentLines.next(timeout: .seconds(10)) { $0.hasPrefix("verdict") || $0.hasPrefix("state") }
+            let fields = line.split(separator: " ")
+            if fields[0] == "verdict", fields[2] == "offline", verdictDown == nil { verdictDown = Int64(fields[1]) }
+            if fields[0] == "state", line.contains("off=1 paused=1"), paused == nil { paused = Int64(fields[1]) }
+        }
+
+        // 3. carrier back.
+        let up = Monotonic.now()
+        try RawNetlink.setLink(fd: control, index: peerIndex, up: true, sequence: nextSequence())
+        let rawUp = try await nextRaw(carrier: true)
+        let verdictLine = try await agentLines.next(timeout: .seconds(30)) { $0.hasPrefix("verdict") && $0.hasSuffix("online") }
+        let verdictUp = Int64(verdictLine.split(separator: " ")[1]) ?? 0
+        try server.send("wait-request \(up)")
+        let arrivalLine = try await serverLines.next(timeout: .seconds(40)) { $0.hasPrefix("request") || $0 == "timeout" }
+        guard arrivalLine != "timeout" else { throw SyncRigError("no request reached the server after the link came back") }
+        let arrival = Int64(arrivalLine.split(separator: " ")[1]) ?? 0
+
+        // 4. the retried load completes.
+        _ = try await agentLines.next(timeout: .seconds(30)) { $0.hasPrefix("state") && $0.hasSuffix("off=0 paused=0 newer=loaded") }
+
+        let sample = Sample(
+            rawDown: rawDown - down, verdictDown: (verdictDown ?? 0) - down, paused: (paused ?? 0) - down,
+            rawUp: rawUp - up, verdictUp: verdictUp - up, arrival: arrival - up)
+        if record { samples.append(sample) }
+        return sample
+    }
+
+    public func summary() -> String {
+        func row(_ label: String, _ values: [Int64]) -> String {
+            "  \(label.padding(toLength: 42, withPad: " ", startingAt: 0)) \(NanoSummary(values))"
+        }
+        let arrival = NanoSummary(samples.map(\.arrival))
+        let paused = NanoSummary(samples.map(\.paused))
+        let rawDown = NanoSummary(samples.map(\.rawDown))
+        return """
+        reconnect summary, settle \(settle) (reconnect spread 0; nearest-rank; from the link request):
+        down (peer admin-down → client carrier loss), a newer load in flight:
+        \(row("raw netlink notification (veth-c)", samples.map(\.rawDown)))
+        \(row("offline verdict (agent)", samples.map(\.verdictDown)))
+        \(row("coordinator paused (FeedState published)", samples.map(\.paused)))
+        \(row("paused − raw", samples.map { $0.paused - $0.rawDown }))
+          p50 ratio paused/raw: \(String(format: "%.2f", Double(paused.p50) / Double(max(1, rawDown.p50)))), p99 ratio: \(String(format: "%.2f", Double(paused.p99) / Double(max(1, rawDown.p99))))
+        up (peer admin-up → carrier back):
+        \(row("raw netlink notification (veth-c)", samples.map(\.rawUp)))
+        \(row("online verdict (agent, after settle)", samples.map(\.verdictUp)))
+        \(row("retried request at the server", samples.map(\.arrival)))
+        \(row("request − online verdict", samples.map { $0.arrival - $0.verdictUp }))
+          target p99 < 50 ms: \(arrival.p99 < 50_000_000 ? "met" : "missed") (p99 \(NanoSummary.format(arrival.p99)))
+        """
+    }
+
+    private func nextSequence() -> UInt32 {
+        defer { sequence &+= 1 }
+        return sequence
+    }
+
+    private func nextRaw(carrier: Bool) async throws -> Int64 {
+        var iterator = raw
+        defer { raw = iterator }
+        while let event = await iterator.next(isolation: #isolation) {
+            if event.index == clientIndex && (event.flags & Self.lowerUp != 0) == carrier {
+                return Monotonic.nanoseconds(of: event.receivedAt)
+            }
+        }
+        throw SyncRigError("raw listener ended")
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import HTTPFeedSource
+import Logging
+import NetlinkProbe
+import SyncCoordinator
+import SyncCore
+import SyncStore
+
+/// Sync throughput: one feed of `items` items, paged `pageSize` at a time by the reference server
+/// (`demo-feed`, a process of its own on 127.0.0.1), synced into a fresh SQLite store
+/// (a) by syncd's real stack — `HTTPFeedSource` + `SyncCoordinator` + `SQLiteFeedStore`, backfill
+/// depth `items` — until the feed's state shows every item stored and the end reached, and
+/// (b) by a straightforward Python baseline (`Baselines/sync_baseline.py`: requests + sqlite3,
+/// following `rel="next"`, one transaction per page), against the same server in the same run.
+public actor ThroughputRig {
+    public struct Run: Sendable {
+        public var items: Int
+        public var seconds: Double
+        public var itemsPerSecond: Double { Double(items) / seconds }
+    }
+
+    public let items: Int
+    public let pageSize: Int
+    private let server: LineProcess
+    private let baseURL: String
+    private let directory: String
+    public let requestsVersion: String
+    public private(set) var pairs: [(syncd: Run, python: Run)] = []
+
+    public init(items: Int = 100_000, pageSize: Int = 100) async throws {
+        self.items = items
+        self.pageSize = pageSize
+        requestsVersion = try Self.checkPythonRequests()
+        server = try LineProcess(
+            executable: try HelperPaths.executable("demo-feed"),
+            arguments: [
+                "--host", "127.0.0.1", "--port", "0", "--feed", "bulk:\(items):0",
+                "--limit", "\(pageSize)", "--max-limit", "\(pageSize)", "--log-level", "warning",
+            ])
+        let lines = LineReader(server, name: "demo-feed")
+        let listening = try await lines.next { $0.hasPrefix("listening on ") }
+        baseURL = String(listening.dropFirst("listening on ".count))
+        directory = NSTemporaryDirectory() + "sync-throughput-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    public var serverPID: Int32 { server.pid }
+
+    public func shutdown() {
+        server.finish()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// `requests` must be importable by the system python3; installs it with pip when it is not.
+    static func checkPythonRequests() throws -> String {
+        let probe = ["python3", "-c", "import requests, sqlite3; print(requests.__version__, sqlite3.sqlite_version)"]
+        if let version = try? runCommand(probe) { return version.trimmingCharacters(in: .whitespacesAndNewlines) }
+        FileHandle.standardError.write(Data("sync-throughput: the Python baseline needs 'requests'; installing it: python3 -m pip install requests\n".utf8))
+        _ = try? runCommand(["python3", "-m", "pip", "install", "--quiet", "requests"], allowFailure: true)
+        guard let version = try? runCommand(probe) else {
+            throw SyncRigError("the Python baseline needs the 'requests' package for python3 and pip could not install it: run `python3 -m pip install requests`")
+        }
+        return version.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// One run of each, in alternating order so neither always runs on a warmer machine.
+    public func measurePair(index: Int, record: Bool = true) async throws -> (syncd: Run, python: Run) {
+        let syncd: Run
+        let python: Run
+        if index % 2 == 0 {
+            syncd = try await runSyncd(index)
+            python = try runPython(index)
+        } else {
+            python = try runPython(index)
+            syncd = try await runSyncd(index)
+        }
+        if record { pairs.append((syncd, python)) }
+        return (syncd, python)
+    }
+
+    private var feedURL: URL { URL(string: "\(baseURL)/feeds/bulk?limit=\(pageSize)")! }
+
+    func runSyncd(_ index: Int) async throws -> Run {
+        let path = "\(directory)/syncd-\(index).sqlite"
+        defer { Self.removeDatabase(path) }
+        var logger = Logger(label: "sync-throughput")
+        logger.logLevel = .warning
+        let store = try SQLiteFeedStore(path: path)
+        let client = HTTPFeedClient()
+        let source = try HTTPFeedSource(configuration: .init(url: feedURL), client: client, logger: logger)
+        let coordinator = SyncCoordinator(store: store, configuration: SyncConfiguration(backfillDepth: items), logger: logger)
+        try await coordinator.addFeed("bulk", source: source)
+        let updates = await coordinator.updates()
+        let target = items
+        let start = ContinuousClock.now
+        await coordinator.start()
+        let outcome: Result<Int, SyncRigError> = await withTaskGroup(of: Result<Int, SyncRigError>?.self) { group in
+            group.addTask {
+                for await state in updates {
+                    if state.itemCount >= target && state.endReached { return .success(state.itemCount) }
+                    for direction in Direction.allCases {
+                        if let failure = state[direction].load.failure {
+                            return .failure(SyncRigError("syncd \(direction) load failed: \(failure.error)"))
+                        }
+                    }
+                }
+                return .failure(SyncRigError("the state stream ended"))
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(600))
+                return Task.isCancelled ? nil : .failure(SyncRigError("syncd did not finish within 600 s"))
+            }
+            defer { group.cancelAll() }
+            while let next = await group.next() {
+                if let next { return next }
+            }
+            return .failure(SyncRigError("no outcome"))
+        }
+        let elapsed = ContinuousClock.now - start
+        await coordinator.stop()
+        try? await client.shutdown()
+        let stored = try await store.load(feed: "bulk").itemCount
+        switch outcome {
+        case .success:
+            guard stored == items else { throw SyncRigError("syncd stored \(stored) items, expected \(items)") }
+            return Run(items: stored, seconds: elapsed.seconds)
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    func runPython(_ index: Int) throws -> Run {
+        let path = "\(directory)/python-\(index).sqlite"
+        defer { Self.removeDatabase(path) }
+        let script = HelperPaths.packageDirectory + "/Baselines/sync_baseline.py"
+        let output = try runCommand(["python3", script, feedURL.absoluteString, path])
+        struct Report: Decodable { var items: Int; var seconds: Double }
+        guard let line = output.split(separator: "\n").last,
+            let report = try? JSONDecoder().decode(Report.self, from: Data(line.utf8))
+        else { throw SyncRigError("unexpected output from sync_baseline.py: \(output)") }
+        guard report.items == items else { throw SyncRigError("the Python baseline stored \(report.items) items, expected \(items)") }
+        return Run(items: report.items, seconds: report.seconds)
+    }
+
+    static func removeDatabase(_ path: String) {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    public func summary() -> String {
+        let lines = pairs.enumerated().map { index, pair in
+            String(
+                format: "  run %d: syncd %.2f s (%.0f items/s)   python %.2f s (%.0f items/s)   ratio %.2f×",
+                index + 1, pair.syncd.seconds, pair.syncd.itemsPerSecond, pair.python.seconds, pair.python.itemsPerSecond,
+                pair.syncd.itemsPerSecond / pair.python.itemsPerSecond)
+        }
+        let ratios = pairs.map { $0.syncd.itemsPerSecond / $0.python.itemsPerSecond }.sorted()
+        let median = ratios.isEmpty ? 0 : ratios[ratios.count / 2]
+        return """
+        sync-throughput summary: \(items) items, \(items / pageSize) pages of \(pageSize), demo-feed on 127.0.0.1 (gzip), python requests/sqlite \(requestsVersion)
+        \(lines.joined(separator: "\n"))
+          median ratio syncd/python: \(String(format: "%.2f", median))× (target ≥ 3×: \(median >= 3 ? "met" : "missed"))
+        """
+    }
+}

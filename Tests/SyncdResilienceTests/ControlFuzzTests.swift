@@ -1,0 +1,167 @@
+import DemoFeedServer
+import Foundation
+import SyncControl
+import Synchronization
+import Testing
+import TestSupport
+
+extension SyncdResilienceTests {
+    /// The control socket of a running syncd, fed garbage: random bytes, truncated JSON, valid
+    /// JSON of the wrong shape, unknown methods, oversized messages, callers that hang up
+    /// mid-call, half-open connections and a flood beyond the connection limit. syncd must not
+    /// crash, must answer every complete message that is due a reply with a proper Varlink
+    /// error, and must keep serving a well-behaved `SyncControlClient` throughout (except while
+    /// every connection slot is taken) and afterwards.
+    @Test(.timeLimit(.minutes(3)))
+    func controlSocketSurvivesFuzzing() async throws {
+        let seed = Seed.resolve("control-fuzz")
+        var rng = SplitMix64(seed: seed)
+        let feed = "home"
+        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 300, itemsPerSecond: 2)], seed: seed))
+        let port = try #require(server.port)
+        let harness = try DaemonHarness(
+            test: "control-fuzz", seed: seed,
+            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 50, refreshInterval: "300ms")]
+        )
+        let socket = harness.socketPath
+        let bystander = Bystander(client: harness.client, feed: feed)
+        let held = SocketPool()
+
+        try await withCleanup {
+            let process = try harness.start()
+            _ = try await harness.waitUntilServing(process)
+            let loaded = await eventually(timeout: .seconds(30)) {
+                (try? await harness.client.status().feed(named: feed)?.itemCount ?? 0) ?? 0 >= 300
+            }
+            #expect(loaded, "syncd did not load the feed before fuzzing\n\(harness.diagnostics())")
+            let watching = bystander.start()
+
+            // A Watch whose client never reads, open during everything below and at shutdown.
+            let stuckWatcher = try await onThread { () throws -> RawSocket in
+                let connection = try RawSocket(path: socket)
+                try connection.sendMessage(#"{"method":"io.syncd.Watch","more":true}"#)
+                return connection
+            }
+
+            var problems: [String] = []
+            for phase in FuzzPhase.allCases where phase != .flood {
+                bystander.enter(phase.rawValue)
+                let cases = (0..<phase.caseCount).map { _ in rng.next() }
+                problems += try await runConcurrently(cases, width: 4) { caseSeed in
+                    var caseRNG = SplitMix64(seed: caseSeed)
+                    return phase.run(socket: socket, rng: &caseRNG).map { "\(phase.rawValue) case seed \(caseSeed): \($0)" }
+                }
+                guard process.isRunning else {
+                    Issue.record("syncd died during fuzz phase '\(phase.rawValue)'\n\(problems.prefix(10).joined(separator: "\n"))\n\(harness.diagnostics())")
+                    return
+                }
+            }
+
+            // Half-open connections that say nothing, or half a message, and stay.
+            bystander.enter("half-open")
+            for index in 0..<8 {
+                let connection = try await onThread { () throws -> RawSocket in
+                    let connection = try RawSocket(path: socket)
+                    if index % 2 == 1 { try connection.send(Array(#"{"method":"io.syncd.GetSt"#.utf8)) }
+                    return connection
+                }
+                held.add([connection])
+            }
+            try await Task.sleep(for: .milliseconds(300))
+
+            // More connections than the limit (64), all at once and all idle.
+            bystander.enter(FuzzPhase.flood.rawValue)
+            let flood = try await onThread { () throws -> FloodResult in
+                var sockets: [RawSocket] = []
+                var refusedAtConnect = 0
+                for _ in 0..<100 {
+                    do { sockets.append(try RawSocket(path: socket, timeout: 1)) } catch { refusedAtConnect += 1 }
+                }
+                // Refused ones are closed by the server right after accept: they read EOF.
+                var closed = 0
+                var open = 0
+                var other: [String] = []
+                for connection in sockets {
+                    switch connection.read() {
+                    case .eof, .reset: closed += 1
+                    case .timeout: open += 1
+                    case .message(let bytes): other.append(String(decoding: bytes.prefix(200), as: UTF8.self))
+                    }
+                }
+                held.add(sockets)
+                return FloodResult(refusedAtConnect: refusedAtConnect, closed: closed, open: open, unexpected: other)
+            }
+            print("[control-fuzz] flood of 100 over 8 half-open: \(flood.open) held open, \(flood.closed) closed by syncd, \(flood.refusedAtConnect) refused at connect")
+            #expect(process.isRunning, "syncd died under the connection flood\n\(harness.diagnostics())")
+            #expect(flood.open + 8 + 1 <= 64, "more connections held open than the limit (64): \(flood.open) + 8 half-open + 1 watcher")
+            #expect(flood.closed + flood.refusedAtConnect >= 100 - 64, "the connection limit did not turn clients away: \(flood.closed) closed, \(flood.refusedAtConnect) refused")
+            #expect(flood.unexpected.isEmpty, "idle connections got messages: \(flood.unexpected)")
+            held.closeAll()
+
+            // After: slots come back and the well-behaved client is served again.
+            bystander.enter("recovering")
+            let recovered = await eventually(timeout: .seconds(10), every: .milliseconds(50)) {
+                (try? await harness.client.status()) != nil
+            }
+            #expect(recovered, "the control socket did not recover after the flood\n\(harness.diagnostics())")
+            bystander.enter("after")
+            try await Task.sleep(for: .milliseconds(500))
+            bystander.stop()
+            await watching.value
+
+            #expect(process.isRunning, "syncd died\n\(harness.diagnostics())")
+            #expect(problems.isEmpty, "\(problems.count) problems:\n\(problems.prefix(25).joined(separator: "\n"))\n\(harness.diagnostics())")
+            let report = bystander.report()
+            print("[control-fuzz] well-behaved client: \(report.summary)")
+            #expect(report.failuresOutsideFlood.isEmpty, "the well-behaved client failed while syncd was being fuzzed:\n\(report.failuresOutsideFlood.prefix(10).joined(separator: "\n"))\n\(harness.diagnostics())")
+            #expect(report.successes["after", default: 0] > 0, "the well-behaved client was not served after the flood")
+            #expect(report.totalSuccessesOutsideFlood > 10, "the well-behaved client was hardly served: \(report.summary)")
+
+            let status = try await harness.client.status()
+            #expect(status.feed(named: feed) != nil)
+            let page = try await harness.client.items(feed: feed, limit: 3)
+            #expect(page.items.count == 3)
+            #expect(!process.output.contains("Fatal error"), "syncd logged a fatal error\n\(harness.diagnostics())")
+
+            // Shutdown is not held up by the Watch client that never read a byte.
+            let started = ContinuousClock.now
+            let exitStatus = await process.stop(signal: SIGTERM, timeout: .seconds(10))
+            #expect(exitStatus == 0, "syncd exited \(exitStatus) on SIGTERM (after \(ContinuousClock.now - started)) with a stuck Watch client\n\(harness.diagnostics())")
+            withExtendedLifetime(stuckWatcher) {}
+        } cleanup: {
+            bystander.stop()
+            held.closeAll()
+            await harness.stopAll()
+            await server.stop()
+        }
+    }
+}
+
+/// Runs `work` for every input on its own thread, `width` at a time; concatenates the results.
+func runConcurrently<Input: Sendable>(_ inputs: [Input], width: Int, _ work: @escaping @Sendable (Input) -> [String]) async throws -> [String] {
+    var results: [String] = []
+    var start = 0
+    while start < inputs.count {
+        let batch = inputs[start..<min(inputs.count, start + width)]
+        start += width
+        try await withThrowingTaskGroup(of: [String].self) { group in
+            for input in batch { group.addTask { try await onThread { work(input) } } }
+            for try await result in group { results += result }
+        }
+    }
+    return results
+}
+
+/// Connections kept open on purpose, closed together.
+final class SocketPool: Sendable {
+    private let sockets = Mutex<[RawSocket]>([])
+    func add(_ more: [RawSocket]) { sockets.withLock { $0 += more } }
+    func closeAll() { sockets.withLock { $0.removeAll() } }
+}
+
+struct FloodResult: Sendable {
+    var refusedAtConnect: Int
+    var closed: Int
+    var open: Int
+    var unexpected: [String]
+}

@@ -1,0 +1,104 @@
+import DemoFeedServer
+import Foundation
+import Testing
+import TestSupport
+
+extension SyncdResilienceTests {
+    /// SIGKILL the real daemon at random moments while it backfills a feed of thousands of items
+    /// that keeps growing, served with latency so kills land mid-request and mid-commit. After
+    /// every kill the store must be intact, free of duplicates, and hold exactly one contiguous
+    /// slice of the server's feed, with cursors at its edges; after the last restart it must
+    /// converge to the whole feed.
+    @Test(.timeLimit(.minutes(4)))
+    func sigkillAtRandomMomentsNeverLeavesAGapOrADuplicate() async throws {
+        let seed = Seed.resolve("sigkill")
+        var rng = SplitMix64(seed: seed)
+        let kills = 36
+        let feed = "home"
+        let server = try await startServer(.init(
+            feeds: [FeedDefinition(name: feed, initialCount: 4_000)],
+            latencyMilliseconds: 2...40,
+            seed: seed
+        ))
+        let port = try #require(server.port)
+        let harness = try DaemonHarness(
+            test: "sigkill", seed: seed,
+            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 20, refreshInterval: "700ms", timeout: "3s")]
+        )
+        let scratch = harness.directory.file("snapshot")
+
+        // Items keep appearing while the daemon is being killed.
+        let growthSeed = rng.next()
+        let growth = Task {
+            var growthRNG = SplitMix64(seed: growthSeed)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(growthRNG.int(in: 100...500)))
+                _ = try? await server.appendItems(feed: feed, count: growthRNG.int(in: 0...3))
+            }
+        }
+
+        try await withCleanup {
+            var history: [String] = []
+            var killsWithRequestInFlight = 0
+            var previousCount = 0
+            var progressed = 0
+            for round in 0..<kills {
+                let process = try harness.start()
+                // Early rounds kill during start-up and the first pages; later ones mid-backfill.
+                let delay = Duration.milliseconds(rng.int(in: 30...1_400))
+                try await Task.sleep(for: delay)
+                guard process.isRunning else {
+                    let exitStatus = await process.stop()
+                    Issue.record("syncd exited on its own in round \(round) (status \(exitStatus))\n\(harness.diagnostics())")
+                    return
+                }
+                let killedAt = ContinuousClock.now
+                await process.stop(signal: SIGKILL)
+                let recent = await server.requests(feed: feed).filter { killedAt - $0.receivedAt < .milliseconds(60) }
+                if !recent.isEmpty { killsWithRequestInFlight += 1 }
+
+                let served = try await server.items(feed: feed)
+                let snapshot = try StoreSnapshot.read(storePath: harness.storePath, feed: feed, scratch: scratch)
+                let line = "round \(round): killed after \(delay), \(snapshot.summary)"
+                history.append(line)
+                if snapshot.items.count != previousCount { progressed += 1 }
+                previousCount = snapshot.items.count
+                let problems = snapshot.problems(against: served)
+                if !problems.isEmpty {
+                    Issue.record("""
+                        store inconsistent after SIGKILL in round \(round) (killed \(delay) after start):
+                        \(problems.joined(separator: "\n"))
+                        history:
+                        \(history.joined(separator: "\n"))
+                        \(harness.diagnostics())
+                        """)
+                    return
+                }
+            }
+            print("[sigkill] \(kills) kills, \(killsWithRequestInFlight) within 60 ms of a feed request, \(progressed) changed the store")
+            print(history.suffix(6).joined(separator: "\n"))
+
+            growth.cancel()
+            await growth.value
+
+            // Let the last run finish: the store must then be the server's feed, exactly.
+            let process = try harness.start()
+            _ = try await harness.waitUntilServing(process)
+            let (synced, state) = await waitUntilSynced(harness, server: server, feeds: [feed], timeout: .seconds(60))
+            #expect(synced, "syncd did not converge after the kills: \(state)\n\(harness.diagnostics())")
+            let status = await process.stop(signal: SIGTERM)
+            #expect(status == 0, "syncd exited \(status) on SIGTERM\n\(harness.diagnostics())")
+
+            let served = try await server.items(feed: feed)
+            let final = try StoreSnapshot.read(storePath: harness.storePath, feed: feed, scratch: scratch)
+            let problems = final.problems(against: served)
+            #expect(problems.isEmpty, "final store: \(problems.joined(separator: "\n"))\n\(harness.diagnostics())")
+            #expect(final.ids == served.map(\.id), "final store \(final.summary) is not the server's feed of \(served.count) items\n\(harness.diagnostics())")
+            #expect(final.endReached)
+        } cleanup: {
+            growth.cancel()
+            await harness.stopAll()
+            await server.stop()
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import DemoFeedServer
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+extension SyncdResilienceTests {
+    /// Faults rolled for every feed request during the soak (the server's seeded generator
+    /// picks them): errors with and without `Retry-After`, stalls past syncd's timeout, broken
+    /// bodies, resets. About a third of all requests fail.
+    static let soakFaults: [RandomFault] = [
+        RandomFault(fault: .status(429, retryAfter: .seconds(2)), probability: 0.04),
+        RandomFault(fault: .status(503, retryAfter: .seconds(1)), probability: 0.04),
+        RandomFault(fault: .status(503, retryAfter: .date(secondsAhead: 2)), probability: 0.02),
+        RandomFault(fault: .status(429, retryAfter: nil), probability: 0.02),
+        RandomFault(fault: .status(500, retryAfter: nil), probability: 0.04),
+        RandomFault(fault: .stall(.headers), probability: 0.02),
+        RandomFault(fault: .stall(.body), probability: 0.015),
+        RandomFault(fault: .malformed, probability: 0.03),
+        RandomFault(fault: .truncated, probability: 0.03),
+        RandomFault(fault: .reset(.headers), probability: 0.03),
+        RandomFault(fault: .reset(.body), probability: 0.02),
+        RandomFault(fault: .latency(milliseconds: 400), probability: 0.03),
+    ]
+
+    /// syncd against a server injecting random faults, for a bounded time while items appear:
+    /// the process must stay alive throughout, never send a request for a feed's direction
+    /// before a `Retry-After` it was given has passed, and, once the faults stop, converge to
+    /// exactly the server's feeds.
+    @Test(.timeLimit(.minutes(3)))
+    func soakAgainstAFaultInjectingServer() async throws {
+        let seed = Seed.resolve("soak")
+        var rng = SplitMix64(seed: seed)
+        let soakDuration = Duration.seconds(ProcessInfo.processInfo.environment["SYNCD_RESILIENCE_SOAK_SECONDS"].flatMap(Int.init) ?? 30)
+        let feeds = [FeedDefinition(name: "alpha", initialCount: 1_500), FeedDefinition(name: "beta", initialCount: 700)]
+        let faulty = try await startServer(.init(
+            feeds: feeds, randomFaults: Self.soakFaults, latencyMilliseconds: 0...40, seed: seed,
+            stallLimit: .seconds(5)
+        ))
+        let port = try #require(faulty.port)
+        let harness = try DaemonHarness(
+            test: "soak", seed: seed,
+            feeds: feeds.map { FeedSetup(name: $0.name, url: "http://127.0.0.1:\(port)/feeds/\($0.name)", pageSize: 25, refreshInterval: "500ms", timeout: "1500ms") },
+            // Retries come fast, so a Retry-After ignored would show well inside its delay.
+            retry: "base = \"100ms\"\nmultiplier = 2\ncap = \"1s\"\nreconnect_spread = \"0s\""
+        )
+        let growthSeed = rng.next()
+        let growth = Task {
+            var growthRNG = SplitMix64(seed: growthSeed)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(growthRNG.int(in: 100...600)))
+                _ = try? await faulty.appendItems(feed: growthRNG.pick(feeds).name, count: growthRNG.int(in: 1...3))
+            }
+        }
+        let calm = Mutex<DemoFeedServer?>(nil)
+
+        try await withCleanup {
+            let process = try harness.start()
+            _ = try await harness.waitUntilServing(process)
+
+            // The soak: the process is watched all along.
+            let soakEnd = ContinuousClock.now + soakDuration
+            while ContinuousClock.now < soakEnd {
+                guard process.isRunning else {
+                    let status = await process.stop()
+                    Issue.record("syncd died during the soak (exit status \(status))\n\(harness.diagnostics())")
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            growth.cancel()
+            await growth.value
+            #expect(process.isRunning, "syncd died during the soak\n\(harness.diagnostics())")
+
+            // Faults stop: the same feeds (items are a pure function of their sequence) served
+            // on the same port without faults.
+            var counts: [String: Int] = [:]
+            var logs: [String: [RequestRecord]] = [:]
+            for feed in feeds {
+                counts[feed.name] = try await faulty.items(feed: feed.name).count
+                logs[feed.name] = await faulty.requests(feed: feed.name)
+            }
+            await faulty.stop()
+            let fixed = try await startServer(.init(
+                port: port, feeds: feeds.map { var f = $0; f.initialCount = counts[f.name]!; return f }, seed: seed))
+            calm.withLock { $0 = fixed }
+            for feed in feeds {
+                #expect(try await fixed.items(feed: feed.name) == faulty.items(feed: feed.name), "the fault-free server serves the same items")
+            }
+
+            let (synced, state) = await waitUntilSynced(harness, server: fixed, feeds: feeds.map(\.name), timeout: .seconds(60))
+            #expect(synced, "syncd did not converge once the faults stopped: \(state)\n\(harness.diagnostics())")
+            #expect(process.isRunning, "syncd died after the soak\n\(harness.diagnostics())")
+            let exitStatus = await process.stop(signal: SIGTERM)
+            #expect(exitStatus == 0, "syncd exited \(exitStatus) on SIGTERM\n\(harness.diagnostics())")
+
+            // Nothing lost, nothing doubled.
+            for feed in feeds {
+                let served = try await fixed.items(feed: feed.name)
+                let stored = try StoreSnapshot.read(storePath: harness.storePath, feed: feed.name, scratch: harness.directory.file("snapshot-\(feed.name)"))
+                let problems = stored.problems(against: served)
+                #expect(problems.isEmpty, "\(feed.name): \(problems.joined(separator: "\n"))\n\(harness.diagnostics())")
+                #expect(stored.ids == served.map(\.id), "\(feed.name): store \(stored.summary) is not the server's \(served.count) items\n\(harness.diagnostics())")
+            }
+
+            // Retry-After: checked over both servers' logs, which share one monotonic clock.
+            var checked = 0
+            var faultsSeen: [String: Int] = [:]
+            var violations: [String] = []
+            for feed in feeds {
+                let requests = (logs[feed.name] ?? []) + (await fixed.requests(feed: feed.name))
+                for record in requests { if let fault = record.fault { faultsSeen["\(fault)", default: 0] += 1 } }
+                let result = RetryAfterAudit.audit(requests)
+                checked += result.checked
+                violations += result.violations.map { "\(feed.name): \($0)" }
+            }
+            let totalRequests = logs.values.map(\.count).reduce(0, +)
+            print("[soak] \(totalRequests) requests during the soak; faults injected: \(faultsSeen.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: ", ")); \(checked) Retry-After delays checked")
+            #expect(checked > 0, "no Retry-After was exercised; the soak proves nothing about it")
+            #expect(violations.isEmpty, "Retry-After not honoured:\n\(violations.prefix(20).joined(separator: "\n"))\n\(harness.diagnostics())")
+        } cleanup: {
+            growth.cancel()
+            await harness.stopAll()
+            await faulty.stop()
+            await calm.withLock { $0 }?.stop()
+        }
+    }
+}
+
+/// Checks a feed's request log against the `Retry-After` delays the server handed out.
+enum RetryAfterAudit {
+    /// For each 429/503 with `Retry-After: N` (a request that reached the handler at `t`), the next
+    /// request of the same feed and direction must not arrive before `t + N`. The response left
+    /// the server after `t`, so this is a lower bound of what syncd owed. An HTTP-date is whole
+    /// seconds on both ends (it and the `Date` header), so up to a second of it may be rounding.
+    static func audit(_ requests: [RequestRecord]) -> (checked: Int, violations: [String]) {
+        var checked = 0
+        var violations: [String] = []
+        for (index, record) in requests.enumerated() {
+            guard case .status(let code, let retryAfter?)? = record.fault else { continue }
+            let floor: Duration
+            switch retryAfter {
+            case .seconds(let seconds): floor = .seconds(seconds)
+            case .date(let ahead): floor = .seconds(max(0, ahead - 1))
+            }
+            guard let next = requests[(index + 1)...].first(where: { $0.kind == record.kind }) else { continue }
+            checked += 1
+            let gap = next.receivedAt - record.receivedAt
+            if gap < floor {
+                violations.append("\(record.kind) request \(record.query) got \(code) with Retry-After \(retryAfter); the next \(next.kind) request (\(next.query), fault \(next.fault.map { "\($0)" } ?? "none")) came \(gap) later")
+            }
+        }
+        return (checked, violations)
+    }
+}

@@ -1,0 +1,377 @@
+import DemoFeedServer
+import Foundation
+import GRDB
+import SyncControl
+import Synchronization
+import Testing
+import TestSupport
+
+/// The resilience suite runs the real `syncd` binary. Its tests share the two cores of a CI
+/// machine and time-based behaviour (kill delays, soak length), so they run one after another.
+@Suite("syncd resilience", .serialized)
+struct SyncdResilienceTests {}
+
+// MARK: Seeds
+
+/// A seed per test, printed so any run can be replayed: `SYNCD_RESILIENCE_SEED=N` overrides it.
+enum Seed {
+    static let environmentKey = "SYNCD_RESILIENCE_SEED"
+
+    static func resolve(_ test: String) -> UInt64 {
+        let seed: UInt64
+        if let raw = ProcessInfo.processInfo.environment[environmentKey], let value = UInt64(raw) {
+            seed = value
+        } else {
+            seed = UInt64.random(in: 1...UInt64(UInt32.max))
+        }
+        print("[\(test)] seed \(seed); replay with \(environmentKey)=\(seed) swift test --skip-build --filter SyncdResilienceTests")
+        return seed
+    }
+}
+
+/// SplitMix64: small, seedable, and the same on every platform.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func int(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
+    mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
+    mutating func pick<T>(_ choices: [T]) -> T { choices[Int.random(in: 0..<choices.count, using: &self)] }
+    /// A generator for another task, derived so the whole run still follows from one seed.
+    mutating func fork() -> SplitMix64 { SplitMix64(seed: next()) }
+}
+
+// MARK: The daemon under test
+
+/// One feed as syncd is configured with it.
+struct FeedSetup: Sendable {
+    var name: String
+    var url: String
+    var pageSize = 20
+    var refreshInterval = "1s"
+    var backfill = 100_000_000
+    var timeout = "3s"
+}
+
+/// A temporary directory holding syncd's configuration, store, control socket and logs, and the
+/// runs of the real `syncd` executable started from it.
+final class DaemonHarness: Sendable {
+    let directory: TemporaryDirectory
+    let configPath: String
+    let storePath: String
+    let socketPath: String
+    let test: String
+    let seed: UInt64
+    private let runs = Mutex<[ChildProcess]>([])
+
+    init(test: String, seed: UInt64, feeds: [FeedSetup], retry: String = "base = \"200ms\"\ncap = \"2s\"\nreconnect_spread = \"0s\"") throws {
+        self.test = test
+        self.seed = seed
+        directory = try TemporaryDirectory(prefix: "syncd-resilience")
+        configPath = directory.file("syncd.toml")
+        storePath = directory.file("state/syncd.sqlite")
+        socketPath = directory.file("run/io.syncd")
+        var toml = """
+            [daemon]
+            store = "\(storePath)"
+            control_socket = "\(socketPath)"
+            log_level = "debug"
+
+            [network]
+            settle = "0s"
+
+            [retry]
+            \(retry)
+
+            """
+        for feed in feeds {
+            toml += """
+
+                [[feed]]
+                name = "\(feed.name)"
+                url = "\(feed.url)"
+                page_size = \(feed.pageSize)
+                refresh_interval = "\(feed.refreshInterval)"
+                backfill = \(feed.backfill)
+                timeout = "\(feed.timeout)"
+
+                """
+        }
+        try toml.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    var client: SyncControlClient { SyncControlClient(socketPath: socketPath) }
+
+    /// Starts a new run of `syncd`; its output goes to `syncd-N.log`.
+    func start() throws -> ChildProcess {
+        let syncd = try BuildProducts.path("syncd")
+        return try runs.withLock { runs in
+            let process = try ChildProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
+            runs.append(process)
+            return process
+        }
+    }
+
+    var runCount: Int { runs.withLock { $0.count } }
+
+    /// Kills every run still alive (the cleanup path, also after a failure).
+    func stopAll() async {
+        for process in runs.withLock({ $0 }) where process.isRunning {
+            await process.stop(signal: SIGKILL, timeout: .seconds(5))
+        }
+    }
+
+    /// Waits (bounded) until the control socket answers `GetStatus`.
+    func waitUntilServing(_ process: ChildProcess, timeout: Duration = .seconds(20)) async throws -> ControlStatus {
+        let deadline = ContinuousClock.now + timeout
+        var lastError: (any Error)?
+        while ContinuousClock.now < deadline {
+            guard process.isRunning else { throw HarnessFailure("syncd exited while starting", log: process.output) }
+            do {
+                return try await client.status()
+            } catch {
+                lastError = error
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        throw HarnessFailure("syncd did not answer on its control socket within \(timeout) (last error: \(String(describing: lastError)))", log: process.output)
+    }
+
+    /// Copies the directory (store, logs, configuration) somewhere that outlives the test and
+    /// returns where, so a failure can be examined and replayed.
+    @discardableResult
+    func preserve() -> String {
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent("syncd-resilience-\(test)-\(seed)-\(getpid())").path
+        try? FileManager.default.removeItem(atPath: target)
+        do {
+            try FileManager.default.copyItem(atPath: directory.path, toPath: target)
+        } catch {
+            return "(could not preserve \(directory.path): \(error))"
+        }
+        return target
+    }
+
+    /// The last lines of the newest run's log.
+    func logTail(lines: Int = 40) -> String {
+        guard let last = runs.withLock({ $0.last }) else { return "(syncd never started)" }
+        return last.output.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
+    }
+
+    /// Everything needed to reproduce and examine a failure.
+    func diagnostics(_ context: String = "") -> String {
+        """
+        \(context)
+        seed \(seed) (replay: \(Seed.environmentKey)=\(seed)); syncd runs: \(runCount); artifacts preserved at \(preserve())
+        tail of the last syncd log:
+        \(logTail())
+        """
+    }
+}
+
+struct HarnessFailure: Error, CustomStringConvertible {
+    var message: String
+    var log: String
+    init(_ message: String, log: String = "") {
+        self.message = message
+        self.log = log
+    }
+    var description: String {
+        log.isEmpty ? message : "\(message)\n--- syncd log (tail) ---\n\(log.split(separator: "\n").suffix(30).joined(separator: "\n"))"
+    }
+}
+
+/// Runs `body`, then `cleanup` whether or not `body` threw.
+func withCleanup<T>(_ body: () async throws -> T, cleanup: () async -> Void) async throws -> T {
+    do {
+        let result = try await body()
+        await cleanup()
+        return result
+    } catch {
+        await cleanup()
+        throw error
+    }
+}
+
+/// Starts a demo feed server on 127.0.0.1, retrying briefly when a fixed port is still held.
+func startServer(_ configuration: DemoFeedServer.Configuration, attempts: Int = 50) async throws -> DemoFeedServer {
+    var lastError: (any Error)?
+    for _ in 0..<attempts {
+        let server = try DemoFeedServer(configuration: configuration)
+        do {
+            try await server.start()
+            return server
+        } catch {
+            lastError = error
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+    throw HarnessFailure("the demo feed server could not start on port \(configuration.port): \(String(describing: lastError))")
+}
+
+// MARK: Reading the store
+
+/// What a store file holds for one feed, read from a copy so the original is left exactly as
+/// the killed daemon left it (WAL included) for the next run to recover.
+struct StoreSnapshot {
+    struct Item {
+        var id: String
+        var position: Int64
+        var payload: Data
+    }
+
+    var exists = false
+    var integrity: [String] = []
+    /// Oldest first (ascending position).
+    var items: [Item] = []
+    var hasFeedRow = false
+    var olderCursor: String?
+    var newerCursor: String?
+    var endReached = false
+    var hasLoaded = false
+
+    static func read(storePath: String, feed: String, scratch: String) throws -> StoreSnapshot {
+        var snapshot = StoreSnapshot()
+        let files = FileManager.default
+        guard files.fileExists(atPath: storePath) else { return snapshot }
+        try? files.removeItem(atPath: scratch)
+        try files.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        let copy = scratch + "/store.sqlite"
+        for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: storePath + suffix) {
+            try files.copyItem(atPath: storePath + suffix, toPath: copy + suffix)
+        }
+        snapshot.exists = true
+        let queue = try DatabaseQueue(path: copy)
+        try queue.read { db in
+            snapshot.integrity = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+            guard try db.tableExists("item"), try db.tableExists("feed") else { return }
+            let rows = try Row.fetchAll(db, sql: "SELECT id, position, payload FROM item WHERE feed = ? ORDER BY position ASC", arguments: [feed])
+            snapshot.items = rows.map { Item(id: $0["id"], position: $0["position"], payload: $0["payload"]) }
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM feed WHERE id = ?", arguments: [feed]) {
+                snapshot.hasFeedRow = true
+                snapshot.olderCursor = row["older_cursor"]
+                snapshot.newerCursor = row["newer_cursor"]
+                snapshot.endReached = row["end_reached"]
+                snapshot.hasLoaded = row["has_loaded"]
+            }
+        }
+        try queue.close()
+        return snapshot
+    }
+
+    var ids: [String] { items.map(\.id) }
+
+    /// Everything wrong with this snapshot against the server's feed (oldest first):
+    /// corruption, duplicates, a stored run that is not one contiguous slice of the feed,
+    /// payloads that differ from what was served, cursors that do not match the stored edges.
+    func problems(against served: [DemoFeedItem]) -> [String] {
+        guard exists else { return [] }
+        var problems: [String] = []
+        if integrity != ["ok"] { problems.append("PRAGMA integrity_check: \(integrity.prefix(5))") }
+        var seen = Set<String>()
+        let duplicates = items.filter { !seen.insert($0.id).inserted }.map(\.id)
+        if !duplicates.isEmpty { problems.append("duplicate ids: \(duplicates.prefix(5))") }
+        var positions = Set<Int64>()
+        if items.contains(where: { !positions.insert($0.position).inserted }) { problems.append("two items share a position") }
+        guard let first = items.first, let last = items.last else {
+            if hasLoaded { problems.append("has_loaded is set but no item is stored") }
+            return problems
+        }
+        if !hasLoaded { problems.append("items are stored but has_loaded is not set") }
+
+        var index: [String: Int] = [:]
+        for (offset, item) in served.enumerated() { index[item.id] = offset }
+        guard let start = index[first.id] else {
+            problems.append("the oldest stored id \(first.id) is not in the server's feed")
+            return problems
+        }
+        for (offset, item) in items.enumerated() {
+            let expected = start + offset
+            guard expected < served.count, served[expected].id == item.id else {
+                let want = expected < served.count ? served[expected].id : "(past the feed's end)"
+                let context = items[max(0, offset - 2)..<min(items.count, offset + 3)].map(\.id)
+                problems.append("not a contiguous slice of the feed: stored item #\(offset) (oldest first) is \(item.id), the feed has \(want) there; stored around it: \(context)")
+                break
+            }
+            if item.payload != served[expected].jsonData {
+                problems.append("payload of \(item.id) differs from what the server sent")
+                break
+            }
+        }
+        if let cursor = olderCursor, let maxID = Self.query(cursor, "max_id"), maxID != first.id {
+            problems.append("older cursor pages below \(maxID) but the oldest stored item is \(first.id) (cursor \(cursor))")
+        }
+        if let cursor = newerCursor, let minID = Self.query(cursor, "min_id"), minID != last.id {
+            problems.append("newer cursor pages above \(minID) but the newest stored item is \(last.id) (cursor \(cursor))")
+        }
+        if endReached, start != 0 {
+            problems.append("end_reached is set but the oldest stored item is \(first.id), not the feed's first \(served.first?.id ?? "-")")
+        }
+        return problems
+    }
+
+    /// A one-line summary for progress output.
+    var summary: String {
+        guard exists else { return "no store yet" }
+        guard let first = items.first, let last = items.last else { return "empty store (loaded: \(hasLoaded))" }
+        return "\(items.count) items \(first.id)…\(last.id), end \(endReached)"
+    }
+
+    private static func query(_ url: String, _ name: String) -> String? {
+        URLComponents(string: url)?.queryItems?.first { $0.name == name }?.value
+    }
+}
+
+// MARK: Waiting
+
+/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+func eventually(timeout: Duration, every interval: Duration = .milliseconds(100), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: interval)
+    }
+    return await condition()
+}
+
+/// Waits until syncd reports every feed fully synced: as many items as the server has, the end
+/// reached, and no direction loading or failed.
+func waitUntilSynced(_ harness: DaemonHarness, server: DemoFeedServer, feeds: [String], timeout: Duration) async -> (Bool, String) {
+    var last = "no status"
+    let done = await eventually(timeout: timeout, every: .milliseconds(200)) {
+        guard let status = try? await harness.client.status() else { return false }
+        var ok = true
+        var lines: [String] = []
+        for name in feeds {
+            guard let feed = status.feed(named: name), let served = try? await server.items(feed: name) else { return false }
+            lines.append("\(name): \(feed.itemCount)/\(served.count) end \(feed.endReached) initial \(feed.initial.phase) older \(feed.older.phase) newer \(feed.newer.phase)")
+            if feed.itemCount != served.count || !feed.endReached || [feed.initial, feed.older, feed.newer].contains(where: { $0.phase == .failed || $0.phase == .loading }) {
+                ok = false
+            }
+        }
+        last = lines.joined(separator: "; ")
+        return ok
+    }
+    return (done, last)
+}
+
+// MARK: Blocking work off the cooperative pool
+
+/// Runs blocking system calls on a thread of their own, so the two cooperative threads of a
+/// 2-core machine are never held by a socket read.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(with: Result { try body() })
+        }
+        thread.start()
+    }
+}

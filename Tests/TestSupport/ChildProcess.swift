@@ -1,0 +1,68 @@
+import Foundation
+
+/// A long-running program started by a test (syncd, demo-feed), stopped when the test ends.
+///
+/// Output goes to a log file so a failing test can show it, and a full pipe can never block the
+/// child.
+public final class ChildProcess: Sendable {
+    private let process: Process
+    public let logPath: String
+
+    public init(_ arguments: [String], logPath: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        self.logPath = logPath
+    }
+
+    public var isRunning: Bool { process.isRunning }
+    public var pid: Int32 { process.processIdentifier }
+
+    /// The program's output so far.
+    public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Sends `signal` and waits (bounded) for the exit status; SIGKILL if it does not stop.
+    @discardableResult
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// A temporary directory removed when released.
+public final class TemporaryDirectory: Sendable {
+    public let path: String
+
+    public init(prefix: String = "syncd-test") throws {
+        let template = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).XXXXXX").path
+        var bytes = Array(template.utf8CString)
+        guard let made = mkdtemp(&bytes) else { throw CommandFailed(command: ["mkdtemp"], status: errno, stderr: "cannot create a temporary directory") }
+        path = String(cString: made)
+    }
+
+    public func file(_ name: String) -> String { "\(path)/\(name)" }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
