@@ -3,6 +3,8 @@
 
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
+#include <netlink/msg.h>
+#include <netlink/handlers.h>
 #include <netlink/cache.h>
 #include <netlink/errno.h>
 #include <netlink/addr.h>

@@ -25,15 +25,18 @@ extension NetlinkMonitor {
         guard let socket = nl_socket_alloc() else { throw NetlinkError("nl_socket_alloc", errno: ENOMEM) }
         defer { nl_socket_free(socket) }
         try check("connect netlink socket", nl_connect(socket, NETLINK_ROUTE))
-        var links: OpaquePointer?, addresses: OpaquePointer?, routes: OpaquePointer?
+        var links: OpaquePointer?, addresses: OpaquePointer?
         defer {
             nl_cache_free(links)
             nl_cache_free(addresses)
-            nl_cache_free(routes)
         }
         try check("dump links", rtnl_link_alloc_cache(socket, AF_UNSPEC, &links))
         try check("dump addresses", rtnl_addr_alloc_cache(socket, &addresses))
-        try check("dump routes", rtnl_route_alloc_cache(socket, AF_UNSPEC, 0, &routes))
+        // Routes as the kernel lists them, one entry per dumped route. Not libnl's route cache: it
+        // folds routes that share an identity (IPv4 `ip route append`, IPv6 non-ECMP twins) into
+        // one, so it is not a faithful picture to check the monitor against.
+        var routes: [RouteInfo] = []
+        try RouteMessage.dump(socket: socket, restart: { routes.removeAll() }) { routes.append($0.route) }
         return KernelObjects.snapshot(links: links, addresses: addresses, routes: routes)
     }
 }

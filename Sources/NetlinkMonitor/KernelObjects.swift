@@ -77,19 +77,22 @@ enum KernelObjects {
         }
     }
 
-    /// Builds a snapshot from the three caches.
-    static func snapshot(links: OpaquePointer?, addresses: OpaquePointer?, routes: OpaquePointer?) -> NetworkSnapshot {
+    /// Links and addresses of the two caches. Per-family link messages (AF_INET6 protinfo,
+    /// AF_BRIDGE) land in the cache as extra objects for the same interface; the interface itself
+    /// is the AF_UNSPEC one.
+    static func linksAndAddresses(links: OpaquePointer?, addresses: OpaquePointer?) -> ([LinkInfo], [AddressInfo]) {
         var linkList: [LinkInfo] = []
         var addressList: [AddressInfo] = []
-        var routeList: [RouteInfo] = []
         linkList.reserveCapacity(Int(nl_cache_nitems(links)))
         addressList.reserveCapacity(Int(nl_cache_nitems(addresses)))
-        routeList.reserveCapacity(Int(nl_cache_nitems(routes)))
-        // Per-family link messages (AF_INET6 protinfo, AF_BRIDGE) land in the cache as extra
-        // objects for the same interface; the interface itself is the AF_UNSPEC one.
         forEach(links) { if rtnl_link_get_family($0) == AF_UNSPEC { linkList.append(link($0)) } }
         forEach(addresses) { if let a = addressInfo($0) { addressList.append(a) } }
-        forEach(routes) { if let r = route($0) { routeList.append(r) } }
-        return NetworkSnapshot(links: linkList, addresses: addressList, routes: routeList)
+        return (linkList, addressList)
+    }
+
+    /// Builds a snapshot from the link and address caches and a route list.
+    static func snapshot(links: OpaquePointer?, addresses: OpaquePointer?, routes: [RouteInfo]) -> NetworkSnapshot {
+        let (linkList, addressList) = linksAndAddresses(links: links, addresses: addresses)
+        return NetworkSnapshot(links: linkList, addresses: addressList, routes: routes)
     }
 }

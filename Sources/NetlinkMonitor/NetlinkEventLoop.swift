@@ -7,6 +7,11 @@ import Glibc
 #endif
 
 /// The libnl state of one monitor, confined to the monitor's thread (libnl is not thread-safe).
+///
+/// Links and addresses live in libnl's cache manager. Routes do not: libnl's route cache has a
+/// fixed 1,024-bucket hash table that made a 100,000-route storm cost several times what
+/// `ip monitor` spends on it (BENCHMARKS.md). Route notifications arrive on a socket of their
+/// own, are parsed with libnl (`rtnl_route_parse`) and kept in a ``RouteTable``.
 final class NetlinkEventLoop {
     /// When the route table must be re-dumped relative to publishing the next snapshot.
     private enum RouteResync: Comparable {
@@ -19,19 +24,32 @@ final class NetlinkEventLoop {
         case beforePublish
     }
 
+    /// Route datagrams read per wake-up before links are looked at and a snapshot is considered
+    /// again, so a route storm cannot hold back a link change.
+    private static let routeBatchLimit = 2048
+    /// Receive buffer for one route datagram; notifications are single messages far below this.
+    private static let routeBufferSize = 64 << 10
+
     private let monitor: NetlinkMonitor
     private let logger: Logger
     private var eventSocket: OpaquePointer?
     private var syncSocket: OpaquePointer?
+    private var routeSocket: OpaquePointer?
     private var manager: OpaquePointer?
     private var linkCache: OpaquePointer?
     private var addressCache: OpaquePointer?
-    private var routeCache: OpaquePointer?
+    private var routes = RouteTable()
+    /// The route list of the last snapshot built, in canonical order (see ``RouteTable``).
+    private var sortedRoutes: [RouteInfo] = []
+    private let routeBuffer = UnsafeMutableRawPointer.allocate(byteCount: NetlinkEventLoop.routeBufferSize, alignment: 8)
 
     /// Last seen carrier-relevant state per link index.
     private var linkStates: [Int32: LinkState] = [:]
     private var routeResync = RouteResync.none
     private var dirty = false
+    /// A link or an address changed: publish without waiting for the storm throttle, so a
+    /// carrier loss is never delayed by the cost of a large route table.
+    private var urgent = false
     private var published = NetworkSnapshot()
     /// During storms, snapshots are rebuilt at most this often, in proportion to their cost.
     private var nextBuildAllowed = ContinuousClock.Instant.now
@@ -57,6 +75,8 @@ final class NetlinkEventLoop {
                 try Self.enterNamespace(path)
             }
             try open(receiveBufferSize: configuration.receiveBufferSize)
+            // The route socket already listens: what changes during the dump is read afterwards.
+            try refillRoutes()
         } catch {
             release()
             throw error
@@ -71,6 +91,7 @@ final class NetlinkEventLoop {
 
     deinit {
         release()
+        routeBuffer.deallocate()
     }
 
     /// Moves this thread into the namespace; sockets opened afterwards belong to it for life.
@@ -82,12 +103,21 @@ final class NetlinkEventLoop {
     }
 
     private func open(receiveBufferSize: Int) throws(NetlinkError) {
-        guard let eventSocket = nl_socket_alloc(), let syncSocket = nl_socket_alloc() else {
-            throw NetlinkError("nl_socket_alloc", errno: ENOMEM)
-        }
+        guard let eventSocket = nl_socket_alloc() else { throw NetlinkError("nl_socket_alloc", errno: ENOMEM) }
         self.eventSocket = eventSocket
+        guard let syncSocket = nl_socket_alloc() else { throw NetlinkError("nl_socket_alloc", errno: ENOMEM) }
         self.syncSocket = syncSocket
+        guard let routeSocket = nl_socket_alloc() else { throw NetlinkError("nl_socket_alloc", errno: ENOMEM) }
+        self.routeSocket = routeSocket
         try check("connect netlink socket", nl_connect(syncSocket, NETLINK_ROUTE))
+
+        // Notifications only: no requests are sent on it, so no sequence numbers to check.
+        nl_socket_disable_seq_check(routeSocket)
+        try check("connect route socket", nl_connect(routeSocket, NETLINK_ROUTE))
+        try check("make route socket non-blocking", nl_socket_set_nonblocking(routeSocket))
+        try check("watch IPv4 routes", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV4_ROUTE.rawValue)))
+        try check("watch IPv6 routes", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV6_ROUTE.rawValue)))
+        try setReceiveBuffer(nl_socket_get_fd(routeSocket), bytes: receiveBufferSize)
 
         var manager: OpaquePointer?
         try check("allocate cache manager", nl_cache_mngr_alloc(eventSocket, NETLINK_ROUTE, 0, &manager))
@@ -100,8 +130,6 @@ final class NetlinkEventLoop {
         linkCache = cache
         try check("watch addresses", nl_cache_mngr_add(manager, "route/addr", NetlinkEventLoop.addressChanged, context, &cache))
         addressCache = cache
-        try check("watch routes", nl_cache_mngr_add(manager, "route/route", NetlinkEventLoop.tableChanged, context, &cache))
-        routeCache = cache
     }
 
     private func setReceiveBuffer(_ fd: Int32, bytes: Int) throws(NetlinkError) {
@@ -123,30 +151,34 @@ final class NetlinkEventLoop {
         // The manager owns its caches and the event socket.
         if let manager { nl_cache_mngr_free(manager) } else if let eventSocket { nl_socket_free(eventSocket) }
         if let syncSocket { nl_socket_free(syncSocket) }
+        if let routeSocket { nl_socket_free(routeSocket) }
         manager = nil
         eventSocket = nil
         syncSocket = nil
+        routeSocket = nil
         linkCache = nil
         addressCache = nil
-        routeCache = nil
     }
 
     // MARK: Loop
 
     /// Runs until a byte arrives on `wakeFD`.
     func run(wakeFD: Int32) {
-        let netlinkFD = nl_cache_mngr_get_fd(manager)
-        var fds = [pollfd(fd: netlinkFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: nl_cache_mngr_get_fd(manager), events: Int16(POLLIN), revents: 0),
+            pollfd(fd: nl_socket_get_fd(routeSocket), events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+        ]
         while true {
             let timeout = dirty ? max(1, Int32(clamping: clock.now.duration(to: nextBuildAllowed).milliseconds)) : -1
-            let ready = poll(&fds, 2, timeout)
+            let ready = poll(&fds, 3, timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
                 logger.error("netlink poll failed", metadata: ["error": "\(String(cString: strerror(errno)))"])
                 return
             }
-            if fds[1].revents != 0 { return }
-            if fds[0].revents & Int16(POLLIN) != 0 {
+            if fds[2].revents != 0 { return }
+            if (fds[0].revents | fds[1].revents) & Int16(POLLIN) != 0 {
                 monitor.updateStatistics { $0.batches += 1 }
                 receive()
             }
@@ -154,11 +186,28 @@ final class NetlinkEventLoop {
         }
     }
 
-    /// Reads until the socket is empty, then re-dumps every table if anything was dropped.
+    /// Reads links and addresses until their socket is empty, then a bounded batch of routes;
+    /// re-dumps every table if anything was dropped.
+    ///
+    /// Links go first: a route notification the kernel sent before a link change is then always
+    /// read before the re-dump that link change causes (``settle()`` empties the route socket
+    /// before any dump), so it cannot be replayed on top of the fresh table.
+    private func receive() {
+        var overflowed = receiveLinksAndAddresses()
+        if !overflowed {
+            overflowed = receiveRoutes(limit: Self.routeBatchLimit)
+        }
+        if overflowed {
+            logger.warning("netlink notifications overflowed the receive buffer; re-reading every table")
+            resyncAll()
+        }
+    }
+
+    /// Returns whether notifications were lost.
     ///
     /// The kernel reports ENOBUFS once and stays silent about further drops until the queue has
     /// been drained, so a re-dump taken before draining could miss later losses.
-    private func receive() {
+    private func receiveLinksAndAddresses() -> Bool {
         var overflowed = false
         while true {
             let result = nl_cache_mngr_data_ready(manager)
@@ -171,13 +220,71 @@ final class NetlinkEventLoop {
                 break
             } else {
                 logger.error("netlink receive failed; re-reading every table", metadata: ["error": "\(error)"])
-                overflowed = true
-                break
+                return true
             }
         }
-        if overflowed {
-            logger.warning("netlink notifications overflowed the receive buffer; re-reading every table")
-            resyncAll()
+        return overflowed
+    }
+
+    /// Reads up to `limit` route datagrams (`nil`: until the socket is empty) and applies them,
+    /// or only empties the socket when `discard` is set (a dump follows and supersedes them).
+    /// Returns whether notifications were lost; after a loss it reads on until the socket is
+    /// empty, for the same reason as ``receiveLinksAndAddresses()``.
+    ///
+    /// Reads the libnl socket's descriptor directly into one reused buffer: libnl's own receive
+    /// path allocates a buffer and copies every message, which is most of the cost per route.
+    private func receiveRoutes(limit: Int?, discard: Bool = false) -> Bool {
+        let fd = nl_socket_get_fd(routeSocket)
+        var overflowed = false
+        var discard = discard
+        var read = 0
+        while overflowed || limit.map({ read < $0 }) ?? true {
+            var sender = sockaddr_nl()
+            var senderLength = socklen_t(MemoryLayout<sockaddr_nl>.size)
+            let count = withUnsafeMutablePointer(to: &sender) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(fd, routeBuffer, Self.routeBufferSize, MSG_DONTWAIT | Int32(MSG_TRUNC), $0, &senderLength)
+                }
+            }
+            if count < 0 {
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK: return overflowed
+                case ENOBUFS:
+                    if !overflowed { monitor.updateStatistics { $0.overflows += 1 } }
+                    overflowed = true
+                    discard = true
+                    continue
+                default:
+                    logger.error("route socket receive failed; re-reading every table", metadata: ["error": "\(String(cString: strerror(errno)))"])
+                    return true
+                }
+            }
+            read += 1
+            if discard || sender.nl_pid != 0 { continue }
+            guard count <= Self.routeBufferSize else {
+                logger.error("route notification larger than \(Self.routeBufferSize) bytes; re-reading every table")
+                overflowed = true
+                discard = true
+                continue
+            }
+            apply(routeBuffer, count: count)
+        }
+        return overflowed
+    }
+
+    /// Applies every route message of one datagram.
+    private func apply(_ buffer: UnsafeMutableRawPointer, count: Int) {
+        let headerSize = MemoryLayout<nlmsghdr>.size
+        var offset = 0
+        while offset + headerSize <= count {
+            let header = (buffer + offset).assumingMemoryBound(to: nlmsghdr.self)
+            let length = Int(header.pointee.nlmsg_len)
+            guard length >= headerSize, offset + length <= count else { break }
+            if let message = RouteMessage(header), routes.apply(message) {
+                dirty = true
+            }
+            offset += (length + 3) & ~3
         }
     }
 
@@ -194,25 +301,35 @@ final class NetlinkEventLoop {
     private func publishIfDue(force: Bool = false) {
         guard dirty else { return }
         let start = clock.now
-        guard force || start >= nextBuildAllowed else { return }
+        guard force || urgent || start >= nextBuildAllowed else { return }
         let snapshot = buildSnapshot()
         let end = clock.now
         // Keep rebuilding to at most ~10% of the time: free for small tables, throttled in a storm.
         nextBuildAllowed = end + (end - start) * 9
         dirty = false
+        urgent = false
         guard snapshot != published else { return }
         published = snapshot
         monitor.publish(snapshot)
     }
 
     private func buildSnapshot() -> NetworkSnapshot {
-        KernelObjects.snapshot(links: linkCache, addresses: addressCache, routes: routeCache)
+        sortedRoutes = routes.takeSortedRoutes(previous: sortedRoutes)
+        return KernelObjects.snapshot(links: linkCache, addresses: addressCache, routes: sortedRoutes)
     }
 
+    /// Empties the route socket, then re-reads the route table.
+    ///
+    /// What is read before the dump is already in the dump, so it is dropped unparsed; reading it
+    /// all first also means no notification older than the dump is applied after it.
     private func resyncRoutes() {
         routeResync = .none
+        if receiveRoutes(limit: nil, discard: true) {
+            resyncAll()
+            return
+        }
         monitor.updateStatistics { $0.routeResyncs += 1 }
-        refillRoutes()
+        reportRefillFailure { () throws(NetlinkError) in try refillRoutes() }
         dirty = true
     }
 
@@ -221,21 +338,27 @@ final class NetlinkEventLoop {
         resync(linkCache, "links", callback: NetlinkEventLoop.linkChanged)
         resync(addressCache, "addresses", callback: NetlinkEventLoop.addressChanged)
         routeResync = .none
-        refillRoutes()
+        _ = receiveRoutes(limit: nil, discard: true)
+        reportRefillFailure { () throws(NetlinkError) in try refillRoutes() }
         dirty = true
+        urgent = true
     }
 
-    /// Re-reads the route table from scratch (clear, then dump), like the first fill.
+    /// Re-reads the route table from scratch with a fresh `RTM_GETROUTE` dump, like the first fill.
     ///
-    /// Not `nl_cache_resync`: it marks every cached route, merges each dumped route into its
-    /// cached twin, then deletes whatever is still marked. For an IPv6 route with a gateway libnl
-    /// merges (its `route_update`, meant for per-nexthop ECMP notifications) and leaves the twin
-    /// marked, so every resync dropped all IPv6 gateway routes, the IPv6 default route included
-    /// (found by ResilienceTests). Callers mark the snapshot dirty; no per-route callback is needed.
-    private func refillRoutes() {
-        let result = nl_cache_refill(syncSocket, routeCache)
-        if result < 0 {
-            logger.error("re-reading routes failed", metadata: ["error": "\(NetlinkError("refill routes", libnl: result))"])
+    /// Not a merge into the old table (as `nl_cache_resync` did: for IPv6 gateway routes libnl's
+    /// merge left the cached twin marked, so every resync dropped all IPv6 gateway routes, found
+    /// by ResilienceTests). The old table is dropped first so two copies never coexist.
+    private func refillRoutes() throws(NetlinkError) {
+        routes.removeAll()
+        try RouteMessage.dump(socket: syncSocket!, restart: { routes.removeAll() }) { routes.insertDumped($0) }
+    }
+
+    private func reportRefillFailure(_ body: () throws(NetlinkError) -> Void) {
+        do {
+            try body()
+        } catch {
+            logger.error("re-reading routes failed", metadata: ["error": "\(error)"])
         }
     }
 
@@ -254,21 +377,18 @@ final class NetlinkEventLoop {
         Unmanaged<NetlinkEventLoop>.fromOpaque(context).takeUnretainedValue().linkChanged(object, action: action)
     }
 
-    private static let tableChanged: change_func_t = { _, _, _, context in
-        guard let context else { return }
-        Unmanaged<NetlinkEventLoop>.fromOpaque(context).takeUnretainedValue().dirty = true
-    }
-
     /// Removing a link's last IPv4 address makes the kernel flush its routes without RTM_DELROUTE.
     private static let addressChanged: change_func_t = { _, _, action, context in
         guard let context else { return }
         let loop = Unmanaged<NetlinkEventLoop>.fromOpaque(context).takeUnretainedValue()
         loop.dirty = true
+        loop.urgent = true
         if action == syncd_nl_act_del() { loop.routeResync = max(loop.routeResync, .afterPublish) }
     }
 
     private func linkChanged(_ object: OpaquePointer, action: Int32) {
         dirty = true
+        urgent = true
         let link = KernelObjects.link(object)
         let old = linkStates[link.index]
         if action == syncd_nl_act_del() {

@@ -7,6 +7,12 @@ public struct CommandFailed: Error, CustomStringConvertible {
     public var status: Int32
     public var stderr: String
     public var description: String { "`\(command.joined(separator: " "))` exited \(status): \(stderr)" }
+
+    public init(command: [String], status: Int32, stderr: String) {
+        self.command = command
+        self.status = status
+        self.stderr = stderr
+    }
 }
 
 /// Runs a program to completion and returns its standard output.

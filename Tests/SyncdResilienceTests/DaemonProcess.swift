@@ -80,7 +80,7 @@ final class DaemonProcess: Sendable {
     var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Sends `signal`, waits (bounded) for the exit, and SIGKILLs what is still alive; returns
-    /// ``exitCode``.
+    /// ``exitCode``, or -2 when it had to be killed after the timeout.
     @discardableResult
     func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async -> Int32 {
         if isRunning { kill(pid, signal) }
@@ -91,7 +91,8 @@ final class DaemonProcess: Sendable {
         if isRunning {
             kill(pid, SIGKILL)
             while isRunning { try? await Task.sleep(for: .milliseconds(5)) }
-            return exitCode.map { $0 == 128 + SIGKILL && signal != SIGKILL ? -2 : $0 } ?? -1
+            return -2  // did not stop in time
+
         }
         return exitCode ?? -1
     }

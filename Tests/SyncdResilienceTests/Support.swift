@@ -65,18 +65,18 @@ struct FeedSetup: Sendable {
 /// A temporary directory holding syncd's configuration, store, control socket and logs, and the
 /// runs of the real `syncd` executable started from it.
 final class DaemonHarness: Sendable {
-    let directory: TemporaryDirectory
+    let directory: ScratchDirectory
     let configPath: String
     let storePath: String
     let socketPath: String
     let test: String
     let seed: UInt64
-    private let runs = Mutex<[ChildProcess]>([])
+    private let runs = Mutex<[DaemonProcess]>([])
 
     init(test: String, seed: UInt64, feeds: [FeedSetup], retry: String = "base = \"200ms\"\ncap = \"2s\"\nreconnect_spread = \"0s\"") throws {
         self.test = test
         self.seed = seed
-        directory = try TemporaryDirectory(prefix: "syncd-resilience")
+        directory = try ScratchDirectory(prefix: "syncd-resilience")
         configPath = directory.file("syncd.toml")
         storePath = directory.file("state/syncd.sqlite")
         socketPath = directory.file("run/io.syncd")
@@ -112,10 +112,10 @@ final class DaemonHarness: Sendable {
     var client: SyncControlClient { SyncControlClient(socketPath: socketPath) }
 
     /// Starts a new run of `syncd`; its output goes to `syncd-N.log`.
-    func start() throws -> ChildProcess {
+    func start() throws -> DaemonProcess {
         let syncd = try BuildProducts.path("syncd")
         return try runs.withLock { runs in
-            let process = try ChildProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
+            let process = try DaemonProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
             runs.append(process)
             return process
         }
@@ -131,7 +131,7 @@ final class DaemonHarness: Sendable {
     }
 
     /// Waits (bounded) until the control socket answers `GetStatus`.
-    func waitUntilServing(_ process: ChildProcess, timeout: Duration = .seconds(20)) async throws -> ControlStatus {
+    func waitUntilServing(_ process: DaemonProcess, timeout: Duration = .seconds(20)) async throws -> ControlStatus {
         let deadline = ContinuousClock.now + timeout
         var lastError: (any Error)?
         while ContinuousClock.now < deadline {

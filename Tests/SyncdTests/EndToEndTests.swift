@@ -1,0 +1,185 @@
+import Foundation
+import SyncControl
+import Testing
+import TestSupport
+
+/// syncd as an operator runs it: the real binary in a network namespace, the reference feed
+/// server (the real `demo-feed` binary) in the peer namespace, the control socket on disk.
+@Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+struct EndToEndTests {
+    /// The demo server's ids: zero-padded, newest first.
+    static func ids(_ range: ClosedRange<Int>) -> [String] {
+        range.reversed().map { String(format: "%010d", $0) }
+    }
+
+    final class Rig: Sendable {
+        let topology: VethTopology
+        let directory: TemporaryDirectory
+        let feedServer: ChildProcess
+        let daemon: ChildProcess
+        let client: SyncControlClient
+
+        init(initialItems: Int) async throws {
+            topology = try VethTopology()
+            directory = try TemporaryDirectory(prefix: "syncd-e2e")
+            feedServer = try ChildProcess(
+                ["ip", "netns", "exec", topology.server.name, try BuildProducts.path("demo-feed"),
+                 "--host", "0.0.0.0", "--port", "8080", "--feed", "demo:\(initialItems):0", "--limit", "50", "--log-level", "warning"],
+                logPath: directory.file("demo-feed.log")
+            )
+            let config = """
+                [daemon]
+                store = "\(directory.file("syncd.sqlite"))"
+                control_socket = "\(directory.file("io.syncd"))"
+                log_level = "info"
+                [network]
+                settle = "500ms"
+                [retry]
+                base = "200ms"
+                cap = "2s"
+                reconnect_spread = "0s"
+                connect_timeout = "2s"
+                [[feed]]
+                name = "demo"
+                url = "http://\(VethTopology.serverAddress):8080/feeds/demo"
+                page_size = 50
+                backfill = 100000
+                timeout = "5s"
+                """
+            try config.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
+            try await Self.waitForServer(topology)
+            daemon = try ChildProcess(
+                ["ip", "netns", "exec", topology.client.name, try BuildProducts.path("syncd"), "--config", directory.file("syncd.toml")],
+                logPath: directory.file("syncd.log")
+            )
+            client = SyncControlClient(socketPath: directory.file("io.syncd"))
+        }
+
+        static func waitForServer(_ topology: VethTopology) async throws {
+            for _ in 0..<200 {
+                if (try? admin(topology, "GET", "/health")) != nil { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            throw CommandFailed(command: ["demo-feed"], status: -1, stderr: "the demo feed server did not come up")
+        }
+
+        /// An admin request to the feed server, from inside its namespace (admin is loopback-only).
+        @discardableResult
+        static func admin(_ topology: VethTopology, _ method: String, _ path: String) throws -> String {
+            try topology.server.exec(["python3", "-c", """
+                import sys, urllib.request
+                r = urllib.request.Request("http://127.0.0.1:8080\(path)", method="\(method)")
+                sys.stdout.write(urllib.request.urlopen(r, timeout=5).read().decode())
+                """])
+        }
+
+        func requestCount() throws -> Int {
+            let json = try Self.admin(topology, "GET", "/admin/feeds/demo/requests")
+            let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+            return object?["count"] as? Int ?? -1
+        }
+
+        /// Waits (bounded) until the status satisfies `predicate`; the failure names the last status and syncd's log.
+        func waitForStatus(_ what: String, timeout: Duration = .seconds(60), _ predicate: (ControlStatus) -> Bool) async throws -> ControlStatus {
+            let deadline = ContinuousClock.now + timeout
+            var last: ControlStatus?
+            while ContinuousClock.now < deadline {
+                if let status = try? await client.status() {
+                    last = status
+                    if predicate(status) { return status }
+                }
+                #expect(daemon.isRunning, "syncd exited: \(daemon.output)")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("timed out waiting for \(what); last status \(String(describing: last)); syncd log:\n\(daemon.output)")
+            throw CommandFailed(command: ["wait", what], status: -1, stderr: "timeout")
+        }
+
+        /// Every stored id, newest first, through the control API's paging.
+        func storedIDs() async throws -> [String] {
+            var ids: [String] = []
+            var after: String?
+            repeat {
+                let page = try await client.items(feed: "demo", limit: 500, after: after)
+                ids += page.items.map(\.id)
+                after = page.next
+            } while after != nil
+            return ids
+        }
+    }
+
+    @Test func offlinePausesWithoutRequestsAndReconnectRetriesAndCatchesUp() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 400)
+        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
+
+        // Full sync: initial page, then older pages to the end.
+        var status = try await rig.waitForStatus("the first full sync") { s in
+            s.connectivity.isOnline && s.feeds.first.map { $0.itemCount == 400 && $0.endReached } == true
+        }
+        #expect(try await rig.storedIDs() == Self.ids(1...400))
+
+        // A refresh that fails (503): a failed newer load waiting for its retry.
+        try Rig.admin(rig.topology, "POST", "/admin/faults?fault=status:503&count=1000&feed=demo")
+        _ = try await rig.client.refresh(feed: "demo")
+        status = try await rig.waitForStatus("the refresh to fail") { $0.feeds.first?.newer.phase == .failed }
+
+        // The link goes: offline with its reason at once, the failed load paused, nothing sent.
+        try rig.topology.client.ip("link", "set", VethTopology.clientLink, "down")
+        status = try await rig.waitForStatus("offline") { s in
+            !s.connectivity.isOnline && s.feeds.first?.newer.paused == true
+        }
+        guard case .offline(let reason, let since) = status.connectivity else { Issue.record("not offline"); return }
+        #expect(reason == .noCarrier)
+        #expect(since != nil)
+        #expect(status.banner?.reason == .noCarrier)
+        #expect(status.feeds.first?.presentation.offlineBanner != nil)
+        #expect(status.feeds.first?.itemCount == 400, "loaded content stays while offline")
+
+        try Rig.admin(rig.topology, "DELETE", "/admin/faults")
+        try Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=120")
+        let requestsWhileOffline = try rig.requestCount()
+        _ = try await rig.client.refresh(feed: "demo")
+        _ = try await rig.client.retry(feed: "demo")
+        try await Task.sleep(for: .seconds(2))
+        #expect(try rig.requestCount() == requestsWhileOffline, "requests reached the server while offline")
+        // The text view shows the same: offline, the reason, paused.
+        let text = try runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
+        #expect(text.contains("offline") && text.contains("no carrier") && text.contains("paused"), "\(text)")
+
+        // Back: link up and the default route (the kernel flushed it) — the paused and failed
+        // load runs again at once and the store catches up with what appeared meanwhile.
+        try rig.topology.client.ip("link", "set", VethTopology.clientLink, "up")
+        try rig.topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress)
+        status = try await rig.waitForStatus("catching up after reconnect") { s in
+            s.connectivity.isOnline && s.feeds.first?.itemCount == 520 && s.feeds.first?.newer.phase == .loaded
+        }
+        #expect(try rig.requestCount() > requestsWhileOffline)
+        #expect(try await rig.storedIDs() == Self.ids(1...520), "the store must equal the server's feed: no gap, no duplicate")
+        #expect(status.banner == nil)
+
+        // SIGTERM: a clean stop.
+        #expect(await rig.daemon.stop(signal: SIGTERM) == 0, "\(rig.daemon.output)")
+        #expect(rig.daemon.output.contains("syncd stopping"))
+    }
+
+    @Test func permissionsAreCheckedByPeerCredentials() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 50)
+        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
+        _ = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
+        let syncctl = try BuildProducts.path("syncctl")
+        let socket = rig.directory.file("io.syncd")
+        // The temporary directory must be searchable by `nobody` for this check.
+        chmod(rig.directory.path, 0o755)
+        let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", syncctl]
+        let status = try runCommand(asNobody + ["status", "--json=short", "--socket", socket])
+        #expect(status.contains("\"itemCount\":50"), "\(status)")
+        for action in ["refresh", "older", "retry"] {
+            let process = try ChildProcess(asNobody + [action, "demo", "--socket", socket], logPath: rig.directory.file("\(action).log"))
+            #expect(await process.stop(signal: 0, timeout: .seconds(30)) != 0, "\(action) as nobody must fail")
+            #expect(process.output.contains("permission denied"), "\(process.output)")
+        }
+        #expect(try runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
+    }
+}
