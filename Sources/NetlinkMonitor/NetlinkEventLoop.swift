@@ -243,7 +243,7 @@ final class NetlinkEventLoop {
             var senderLength = socklen_t(MemoryLayout<sockaddr_nl>.size)
             let count = withUnsafeMutablePointer(to: &sender) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(fd, routeBuffer, Self.routeBufferSize, MSG_DONTWAIT | Int32(MSG_TRUNC), $0, &senderLength)
+                    recvfrom(fd, routeBuffer, Self.routeBufferSize, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC), $0, &senderLength)
                 }
             }
             if count < 0 {

@@ -52,7 +52,10 @@ public struct SyncDaemonService: Service {
             let destination = HostResolver.destination(for: feed.http.url)
             logger.info("feed", metadata: ["feed": "\(feed.name)", "url": "\(feed.http.url.redactedForLog)", "reachability": "\(destination)"])
             let verdicts = ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: configuration.settle)
-            try await coordinator.addFeed(feed.name, source: source, configuration: feed.sync, verdicts: verdicts)
+            let coordinated = try await coordinator.addFeed(feed.name, source: source, configuration: feed.sync, verdicts: verdicts)
+            // The stream delivers this verdict too, but asynchronously: handing it over now means
+            // a feed that starts offline never sends its first request before it knows.
+            await coordinated.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: destination))
             sources[feed.name] = feed.http.url.redactedForLog
         }
 

@@ -16,14 +16,14 @@ extension SyncdResilienceTests {
         let kills = 36
         let feed = "home"
         let server = try await startServer(.init(
-            feeds: [FeedDefinition(name: feed, initialCount: 4_000)],
+            feeds: [FeedDefinition(name: feed, initialCount: 6_000)],
             latencyMilliseconds: 2...40,
             seed: seed
         ))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "sigkill", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 20, refreshInterval: "700ms", timeout: "3s")]
+            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 10, refreshInterval: "700ms", timeout: "3s")]
         )
         let scratch = harness.directory.file("snapshot")
 
@@ -76,7 +76,7 @@ extension SyncdResilienceTests {
                 }
             }
             print("[sigkill] \(kills) kills, \(killsWithRequestInFlight) within 60 ms of a feed request, \(progressed) changed the store")
-            print(history.suffix(6).joined(separator: "\n"))
+            print(history.joined(separator: "\n"))
 
             growth.cancel()
             await growth.value

@@ -81,6 +81,7 @@ extension SyncdResilienceTests {
                 logs[feed.name] = await faulty.requests(feed: feed.name)
             }
             await faulty.stop()
+            print("DEBUG after stop:", (try? runCommand(["sh", "-c", "ss -tanp | grep :\(port) | head -20"])) ?? "")
             let fixed = try await startServer(.init(
                 port: port, feeds: feeds.map { var f = $0; f.initialCount = counts[f.name]!; return f }, seed: seed))
             calm.withLock { $0 = fixed }

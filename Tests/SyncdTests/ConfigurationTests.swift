@@ -134,3 +134,26 @@ import TestSupport
         #expect(output.contains("configuration OK: 2 feed(s): home, issues"))
     }
 }
+
+@Suite struct InstallTests {
+    @Test func installStagesBinariesUnitsAndConfiguration() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let stage = try TemporaryDirectory(prefix: "syncd-install")
+        let bin = BuildProducts.directory.path
+        let output = try runCommand([root.appendingPathComponent("scripts/install").path, "--destdir", stage.path, "--bin-dir", bin])
+        #expect(output.contains("installed into \(stage.path)"))
+        for file in ["usr/local/bin/syncd", "usr/local/bin/syncctl"] {
+            #expect(FileManager.default.isExecutableFile(atPath: stage.file(file)), "\(file)")
+        }
+        for file in ["etc/systemd/system/syncd.service", "etc/systemd/system/syncd.socket", "usr/lib/sysusers.d/syncd.conf", "etc/syncd/syncd.toml"] {
+            #expect(FileManager.default.fileExists(atPath: stage.file(file)), "\(file)")
+        }
+        // The installed example configuration is valid for the installed daemon.
+        let check = try runCommand([stage.file("usr/local/bin/syncd"), "--config", stage.file("etc/syncd/syncd.toml"), "--check-config"])
+        #expect(check.contains("configuration OK"))
+        // A second install keeps the operator's configuration.
+        try "# mine\n".write(toFile: stage.file("etc/syncd/syncd.toml"), atomically: true, encoding: .utf8)
+        try runCommand([root.appendingPathComponent("scripts/install").path, "--destdir", stage.path, "--bin-dir", bin])
+        #expect(try String(contentsOfFile: stage.file("etc/syncd/syncd.toml"), encoding: .utf8) == "# mine\n")
+    }
+}

@@ -11,12 +11,14 @@ import SyncCore
 
 let peak10Metric = BenchmarkMetric.custom("peak requests / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
 let peak1Metric = BenchmarkMetric.custom("peak requests / 1 ms", polarity: .prefersSmaller, useScalingFactor: false)
+let retryPeakMetric = BenchmarkMetric.custom("peak retries / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
 
 func describe(_ result: FleetSimulation.Result) -> String {
     String(
-        format: "  %-52@ requests %6d (503: %5d)  peak/1ms %5d  peak/10ms %5d (= %7.0f req/s)  peak/100ms %5d  all synced at %6.2f s",
+        format: "  %@: requests %d (503: %d), peak/1ms %d, peak/10ms %d (= %.0f req/s), peak/100ms %d; retries only: peak/1ms %d, peak/10ms %d; all synced at %.2f s",
         result.scenario.name as NSString, result.arrivals.count, result.failedRequests, result.peak(bucket: .milliseconds(1)),
         result.peak(bucket: .milliseconds(10)), result.peakRate(bucket: .milliseconds(10)), result.peak(bucket: .milliseconds(100)),
+        result.peak(bucket: .milliseconds(1), retriesOnly: true), result.peak(bucket: .milliseconds(10), retriesOnly: true),
         Double(result.allSyncedAt) / 1e9)
 }
 
@@ -32,6 +34,7 @@ let benchmarks: @Sendable () -> Void = {
     let spread = SyncConfiguration.default.reconnectSpread
     var noJitter = RetryPolicy.default
     noJitter.jitter = .none
+    let summary = SummaryLines()
     let scenarios: [FleetSimulation.Scenario] = [
         .init(name: "healthy server, default spread (\(spread))", agents: agents, reconnectSpread: spread),
         .init(name: "healthy server, no spread (baseline)", agents: agents, reconnectSpread: .zero),
@@ -44,11 +47,12 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             "Fleet \(agents): \(scenario.name)",
             configuration: .init(
-                metrics: [.wallClock, peak10Metric, peak1Metric],
+                metrics: [.wallClock, peak10Metric, peak1Metric, retryPeakMetric],
                 timeUnits: .milliseconds,
-                units: [peak10Metric: .count, peak1Metric: .count],
+                units: [peak10Metric: .count, peak1Metric: .count, retryPeakMetric: .count],
                 warmupIterations: 0,
-                maxIterations: 1
+                maxIterations: 1,
+                teardown: { summary.flush() }
             )
         ) { benchmark in
             benchmark.startMeasurement()
@@ -56,20 +60,22 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.stopMeasurement()
             benchmark.measurement(peak10Metric, result.peak(bucket: .milliseconds(10)))
             benchmark.measurement(peak1Metric, result.peak(bucket: .milliseconds(1)))
-            print(describe(result))
-            if scenario.failFor > .zero { print(histogramLine(result, until: .seconds(12))) }
+            benchmark.measurement(retryPeakMetric, result.peak(bucket: .milliseconds(10), retriesOnly: true))
+            summary.append(describe(result))
+            if scenario.failFor > .zero { summary.append(histogramLine(result, until: .seconds(12))) }
         }
     }
     // The ratio the target is stated in, from one pair of runs (same seed).
     Benchmark(
         "Fleet \(agents): peak ratio no spread / default spread",
-        configuration: .init(metrics: [.wallClock], timeUnits: .milliseconds, warmupIterations: 0, maxIterations: 1)
+        configuration: .init(
+            metrics: [.wallClock], timeUnits: .milliseconds, warmupIterations: 0, maxIterations: 1, teardown: { summary.flush() })
     ) { _ in
         let spreadRun = FleetSimulation.run(scenarios[0])
         let burst = FleetSimulation.run(scenarios[1])
         for bucket in [Duration.milliseconds(1), .milliseconds(10)] {
             let ratio = Double(burst.peak(bucket: bucket)) / Double(max(1, spreadRun.peak(bucket: bucket)))
-            print("  peak per \(bucket): no spread \(burst.peak(bucket: bucket)), default spread \(spreadRun.peak(bucket: bucket)): ratio \(String(format: "%.0f", ratio))×")
+            summary.append("  peak per \(bucket): no spread \(burst.peak(bucket: bucket)), default spread \(spreadRun.peak(bucket: bucket)): ratio \(String(format: "%.0f", ratio))×")
         }
     }
 }

@@ -16,6 +16,7 @@ let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
     let seconds = Int(environment["IDLE_SECONDS"] ?? "") ?? 60
     let refresh = Int(environment["IDLE_REFRESH_SECONDS"] ?? "") ?? 60
+    let summary = SummaryLines()
     Benchmark(
         "syncd idle: wakeups and RSS",
         configuration: .init(
@@ -24,7 +25,8 @@ let benchmarks: @Sendable () -> Void = {
             units: [switchesMetric: .count, rssMetric: .count, baselineMetric: .count],
             warmupIterations: 0,
             maxDuration: .seconds(seconds * 3 + 300),
-            maxIterations: 1
+            maxIterations: 1,
+            teardown: { summary.flush() }
         )
     ) { benchmark in
         do {
@@ -34,7 +36,7 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(switchesMetric, Int(result.rate * 100))
             benchmark.measurement(rssMetric, result.rssKiB)
             benchmark.measurement(baselineMetric, Int(result.baselineRate * 100))
-            print(IdleRig.summary(result, refreshSeconds: refresh))
+            summary.append(IdleRig.summary(result, refreshSeconds: refresh))
         } catch {
             benchmark.error("idle-cost: \(error)")
         }

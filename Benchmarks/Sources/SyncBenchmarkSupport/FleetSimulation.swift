@@ -35,15 +35,17 @@ public enum FleetSimulation {
         public var scenario: Scenario
         /// Request arrival instants at the server, ns after the reconnect.
         public var arrivals: [Int64]
+        /// Arrivals of retries only (requests after a failure of the same agent).
+        public var retryArrivals: [Int64]
         public var failedRequests: Int
         /// When the last agent's load succeeded, ns after the reconnect.
         public var allSyncedAt: Int64
         public var synced: Int
 
-        public func peak(bucket: Duration) -> Int {
+        public func peak(bucket: Duration, retriesOnly: Bool = false) -> Int {
             let width = bucket.nanoseconds
             var counts: [Int64: Int] = [:]
-            for arrival in arrivals { counts[arrival / width, default: 0] += 1 }
+            for arrival in retriesOnly ? retryArrivals : arrivals { counts[arrival / width, default: 0] += 1 }
             return counts.values.max() ?? 0
         }
 
@@ -90,6 +92,8 @@ public enum FleetSimulation {
         var queue = Heap<Event>()
         var order = 0
         var arrivals: [Int64] = []
+        var retryArrivals: [Int64] = []
+        var hasFailed = [Bool](repeating: false, count: scenario.agents)
         var failed = 0
         var synced = 0
         var allSyncedAt: Int64 = 0
@@ -99,9 +103,13 @@ public enum FleetSimulation {
                 switch effect {
                 case .fetch(let request):
                     arrivals.append(now)
+                    if hasFailed[agent] { retryArrivals.append(now) }
                     let error: FeedError? = now < scenario.failFor.nanoseconds
                         ? FeedError(.httpStatus(503), "HTTP 503 Service Unavailable") : nil
-                    if error != nil { failed += 1 }
+                    if error != nil {
+                        failed += 1
+                        hasFailed[agent] = true
+                    }
                     order += 1
                     queue.push(Event(at: now + scenario.latency.nanoseconds, order: order, agent: agent,
                                      kind: .answer(request.direction, request.token, error)))
@@ -149,7 +157,7 @@ public enum FleetSimulation {
             let effects = machines[event.agent].handle(machineEvent, now: date(now), random: &randoms[event.agent])
             perform(effects, agent: event.agent, now: now)
         }
-        return Result(scenario: scenario, arrivals: arrivals, failedRequests: failed, allSyncedAt: allSyncedAt, synced: synced)
+        return Result(scenario: scenario, arrivals: arrivals, retryArrivals: retryArrivals, failedRequests: failed, allSyncedAt: allSyncedAt, synced: synced)
     }
 }
 
