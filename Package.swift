@@ -98,6 +98,7 @@ let package = Package(
         .target(
             name: "DemoFeedServer",
             dependencies: [
+                "SyncCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -177,7 +178,7 @@ let package = Package(
         // MARK: Tests
 
         .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
-        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]),
+        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]),
         .testTarget(
             name: "NetlinkMonitorTests",
             dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]

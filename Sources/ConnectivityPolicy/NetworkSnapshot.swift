@@ -200,6 +200,21 @@ public struct NetworkSnapshot: Sendable, Hashable, Codable {
         }.sorted()
     }
 
+    /// Takes `routes` as they are: they must already be in canonical order (next hops sorted,
+    /// routes sorted), as the netlink monitor keeps them. Sorting 100,000 routes per snapshot,
+    /// and the copy of every route that re-sorting its next hops makes, was most of the cost and
+    /// the peak memory of a snapshot in a route storm. Checked in debug builds.
+    package init(links: [LinkInfo], addresses: [AddressInfo], canonicalRoutes routes: [RouteInfo]) {
+        self.links = links.sorted { $0.index < $1.index }
+        self.addresses = addresses.sorted()
+        assert(
+            zip(routes, routes.dropFirst()).allSatisfy { !($1 < $0) }
+                && routes.allSatisfy { route in zip(route.nextHops, route.nextHops.dropFirst()).allSatisfy { !($1 < $0) } },
+            "routes are not in canonical order"
+        )
+        self.routes = routes
+    }
+
     public func link(index: Int32) -> LinkInfo? {
         links.first { $0.index == index }
     }

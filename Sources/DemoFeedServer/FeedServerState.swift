@@ -1,3 +1,4 @@
+import SyncCore
 /// One feed request as the server saw it, for tests and the admin API.
 public struct RequestRecord: Sendable, Hashable {
     public var feed: String
@@ -18,7 +19,8 @@ actor FeedServerState {
     private var feeds: [String: GeneratedFeed]
     private var scripted: [ScriptedFault] = []
     private let randomFaults: [RandomFault]
-    private var rng: SplitMix64
+    /// Seeded, so a `--seed` reproduces the same random faults.
+    private var rng: SeededRandomSource
     private var log: [String: [RequestRecord]] = [:]
     private var counts: [String: Int] = [:]
     /// Records kept per feed; a demo left running for days must not grow without bound.
@@ -31,7 +33,7 @@ actor FeedServerState {
         self.feeds = feeds
         self.feedOrder = definitions.map(\.name)
         self.randomFaults = randomFaults
-        self.rng = SplitMix64(seed: seed)
+        self.rng = SeededRandomSource(seed: seed)
     }
 
     var feedNames: [String] { feedOrder }
@@ -51,7 +53,7 @@ actor FeedServerState {
         }
         if faultsAllowed, fault == nil {
             for candidate in randomFaults where candidate.probability > 0 {
-                if rng.nextUnit() < candidate.probability {
+                if rng.nextFraction() < candidate.probability {
                     fault = candidate.fault
                     break
                 }
@@ -111,22 +113,4 @@ actor FeedServerState {
         log.removeAll()
         counts.removeAll()
     }
-}
-
-/// A small seeded generator, so a `--seed` reproduces the same random faults.
-struct SplitMix64: Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

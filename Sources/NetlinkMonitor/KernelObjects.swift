@@ -95,4 +95,11 @@ enum KernelObjects {
         let (linkList, addressList) = linksAndAddresses(links: links, addresses: addresses)
         return NetworkSnapshot(links: linkList, addresses: addressList, routes: routes)
     }
+
+    /// Builds a snapshot from the link and address caches and a route list already in
+    /// ``NetworkSnapshot``'s canonical order (``RouteTable``): no sort, no copy of the routes.
+    static func snapshot(links: OpaquePointer?, addresses: OpaquePointer?, canonicalRoutes routes: [RouteInfo]) -> NetworkSnapshot {
+        let (linkList, addressList) = linksAndAddresses(links: links, addresses: addresses)
+        return NetworkSnapshot(links: linkList, addresses: addressList, canonicalRoutes: routes)
+    }
 }

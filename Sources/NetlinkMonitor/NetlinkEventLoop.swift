@@ -233,7 +233,7 @@ final class NetlinkEventLoop {
     ///
     /// Reads the libnl socket's descriptor directly into one reused buffer: libnl's own receive
     /// path allocates a buffer and copies every message, which is most of the cost per route.
-    private func receiveRoutes(limit: Int?, discard: Bool = false) -> Bool {
+    private func receiveRoutes(limit: Int?, discard: Bool = false, countOverflow: Bool = true) -> Bool {
         let fd = nl_socket_get_fd(routeSocket)
         var overflowed = false
         var discard = discard
@@ -251,7 +251,7 @@ final class NetlinkEventLoop {
                 case EINTR: continue
                 case EAGAIN, EWOULDBLOCK: return overflowed
                 case ENOBUFS:
-                    if !overflowed { monitor.updateStatistics { $0.overflows += 1 } }
+                    if !overflowed && countOverflow { monitor.updateStatistics { $0.overflows += 1 } }
                     overflowed = true
                     discard = true
                     continue
@@ -315,7 +315,7 @@ final class NetlinkEventLoop {
 
     private func buildSnapshot() -> NetworkSnapshot {
         sortedRoutes = routes.takeSortedRoutes(previous: sortedRoutes)
-        return KernelObjects.snapshot(links: linkCache, addresses: addressCache, routes: sortedRoutes)
+        return KernelObjects.snapshot(links: linkCache, addresses: addressCache, canonicalRoutes: sortedRoutes)
     }
 
     /// Empties the route socket, then re-reads the route table.
@@ -338,7 +338,8 @@ final class NetlinkEventLoop {
         resync(linkCache, "links", callback: NetlinkEventLoop.linkChanged)
         resync(addressCache, "addresses", callback: NetlinkEventLoop.addressChanged)
         routeResync = .none
-        _ = receiveRoutes(limit: nil, discard: true)
+        // A loss found here is covered by this very re-read, so it is not counted again.
+        _ = receiveRoutes(limit: nil, discard: true, countOverflow: false)
         reportRefillFailure { () throws(NetlinkError) in try refillRoutes() }
         dirty = true
         urgent = true

@@ -19,27 +19,50 @@ import ConnectivityPolicy
 /// Besides the dictionary it records what changed since the last snapshot, so that the next
 /// snapshot's sorted route list is a linear merge of the previous one instead of a full sort.
 struct RouteTable {
-    private enum Aliases {
-        case one(RouteInfo)
-        case many([RouteInfo])
+    /// One route of an identity, hashed and compared by the identity alone, so the set can be
+    /// probed with the route of a notification. Kept small (the route plus one reference): at
+    /// 100,000 routes the table's size is most of the monitor's memory.
+    private struct Slot: Hashable {
+        var route: RouteInfo
+        /// tos and IPv6 source prefix, which nearly every route lacks (`nil` then).
+        var extra: KeyExtra?
 
-        var routes: [RouteInfo] {
-            switch self {
-            case .one(let route): [route]
-            case .many(let routes): routes
-            }
+        init(_ key: RouteKey, _ route: RouteInfo) {
+            self.route = route
+            extra = key.tos == 0 && key.source == nil ? nil : KeyExtra(tos: key.tos, source: key.source)
         }
 
-        init?(_ routes: [RouteInfo]) {
-            switch routes.count {
-            case 0: return nil
-            case 1: self = .one(routes[0])
-            default: self = .many(routes)
-            }
+        static func == (a: Slot, b: Slot) -> Bool {
+            a.route.destination == b.route.destination && a.route.table == b.route.table
+                && a.route.priority == b.route.priority && a.extra == b.extra
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(route.destination)
+            hasher.combine(route.table)
+            hasher.combine(route.priority)
+            hasher.combine(extra)
         }
     }
 
-    private var entries: [RouteKey: Aliases] = [:]
+    private final class KeyExtra: Hashable {
+        let tos: UInt8
+        let source: IPPrefix?
+        init(tos: UInt8, source: IPPrefix?) {
+            self.tos = tos
+            self.source = source
+        }
+        static func == (a: KeyExtra, b: KeyExtra) -> Bool { a.tos == b.tos && a.source == b.source }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(tos)
+            hasher.combine(source)
+        }
+    }
+
+    /// The first route of every identity, in the kernel's order of aliases.
+    private var first: Set<Slot> = []
+    /// Further routes of an identity (aliases), rare: keyed by a slot of that identity.
+    private var more: [Slot: [RouteInfo]] = [:]
     /// Number of routes (aliases counted one by one).
     private(set) var count = 0
     /// Routes added and removed since ``takeSortedRoutes(previous:)`` last ran.
@@ -52,7 +75,8 @@ struct RouteTable {
 
     /// Drops every route, before a refill from a fresh dump.
     mutating func removeAll() {
-        entries = [:]
+        first = []
+        more = [:]
         count = 0
         added = []
         removed = []
@@ -61,17 +85,38 @@ struct RouteTable {
 
     /// Adds a route from a dump, after the routes dumped before it under the same key.
     mutating func insertDumped(_ message: RouteMessage) {
-        var routes = entries[message.key]?.routes ?? []
-        routes.append(message.route)
-        entries[message.key] = Aliases(routes)
+        let slot = Slot(message.key, message.route)
+        if first.contains(slot) {
+            more[slot, default: []].append(message.route)
+        } else {
+            first.insert(slot)
+        }
         count += 1
     }
 
     /// Applies one notification. Returns whether the table changed.
     @discardableResult
     mutating func apply(_ message: RouteMessage) -> Bool {
-        var routes = entries[message.key]?.routes ?? []
-        let before = routes
+        let probe = Slot(message.key, message.route)
+        // Fast paths, which a storm takes for every message: a new identity, or the deletion of
+        // the only route of an identity.
+        guard let index = first.firstIndex(of: probe) else {
+            guard message.kind == .new else { return false }
+            first.insert(probe)
+            count += 1
+            if !needsFullSort { added.append(message.route) }
+            return true
+        }
+        let current = first[index]
+        if message.kind == .delete, more[probe] == nil, Self.sameRoute(current.route, message.route) {
+            first.remove(at: index)
+            count -= 1
+            if !needsFullSort { removed.append(current.route) }
+            return true
+        }
+
+        let before = [current.route] + (more[probe] ?? [])
+        var routes = before
         switch message.kind {
         case .new: Self.add(message, to: &routes)
         case .delete: Self.remove(message, from: &routes)
@@ -86,7 +131,15 @@ struct RouteTable {
             removed.append(contentsOf: gone)
         }
         count += routes.count - before.count
-        entries[message.key] = Aliases(routes)
+        if let head = routes.first {
+            var slot = current
+            slot.route = head
+            first.update(with: slot)
+            more[probe] = routes.count > 1 ? Array(routes.dropFirst()) : nil
+        } else {
+            first.remove(at: index)
+            more[probe] = nil
+        }
         return true
     }
 
@@ -178,12 +231,8 @@ struct RouteTable {
         }
         var all: [RouteInfo] = []
         all.reserveCapacity(count)
-        for aliases in entries.values {
-            switch aliases {
-            case .one(let route): all.append(route)
-            case .many(let routes): all.append(contentsOf: routes)
-            }
-        }
+        for slot in first { all.append(slot.route) }
+        for aliases in more.values { all.append(contentsOf: aliases) }
         all.sort()
         return all
     }

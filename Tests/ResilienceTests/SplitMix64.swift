@@ -1,20 +1,10 @@
-/// A small seeded generator (Steele, Lea & Flood's SplitMix64) so that every randomized run
-/// can be replayed exactly from its seed; `SystemRandomNumberGenerator` cannot be seeded.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
+import SyncCore
 
-    init(seed: UInt64) {
-        state = seed
-    }
+/// Every randomized run replays exactly from its seed: SyncCore's SplitMix64 generator, under
+/// the name these tests use for it.
+typealias SplitMix64 = SeededRandomSource
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SeededRandomSource {
     /// An element of `choices`, uniformly.
     mutating func pick<T>(_ choices: [T]) -> T {
         choices[Int.random(in: 0..<choices.count, using: &self)]

@@ -78,11 +78,12 @@ extension SyncdResilienceTests {
                     do { sockets.append(try RawSocket(path: socket, timeout: 1)) } catch { refusedAtConnect += 1 }
                 }
                 // Refused ones are closed by the server right after accept: they read EOF.
+                usleep(500_000)
                 var closed = 0
                 var open = 0
                 var other: [String] = []
                 for connection in sockets {
-                    switch connection.read() {
+                    switch connection.poll() {
                     case .eof, .reset: closed += 1
                     case .timeout: open += 1
                     case .message(let bytes): other.append(String(decoding: bytes.prefix(200), as: UTF8.self))

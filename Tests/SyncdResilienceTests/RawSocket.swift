@@ -110,6 +110,26 @@ final class RawSocket: Sendable {
         }
     }
 
+    /// How the connection stands right now, without waiting: a message, its end, or `.timeout`
+    /// when nothing is there yet.
+    func poll() -> Read {
+        pending.withLock { buffer in
+            if let nul = buffer.firstIndex(of: 0) {
+                let message = Array(buffer[..<nul])
+                buffer.removeSubrange(...nul)
+                return .message(message)
+            }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count > 0 {
+                buffer += chunk[..<count]
+                return .message([])  // data without a NUL yet: something arrived
+            }
+            if count == 0 { return .eof }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? .timeout : .reset
+        }
+    }
+
     /// Reads until the connection ends; returns the messages seen on the way and how it ended.
     func drain() -> (messages: [[UInt8]], end: Read) {
         var messages: [[UInt8]] = []

@@ -9,9 +9,9 @@ extension SyncdResilienceTests {
     /// picks them): errors with and without `Retry-After`, stalls past syncd's timeout, broken
     /// bodies, resets. About a third of all requests fail.
     static let soakFaults: [RandomFault] = [
-        RandomFault(fault: .status(429, retryAfter: .seconds(2)), probability: 0.04),
-        RandomFault(fault: .status(503, retryAfter: .seconds(1)), probability: 0.04),
-        RandomFault(fault: .status(503, retryAfter: .date(secondsAhead: 2)), probability: 0.02),
+        RandomFault(fault: .status(429, retryAfter: .seconds(2)), probability: 0.05),
+        RandomFault(fault: .status(503, retryAfter: .seconds(1)), probability: 0.05),
+        RandomFault(fault: .status(503, retryAfter: .date(secondsAhead: 2)), probability: 0.03),
         RandomFault(fault: .status(429, retryAfter: nil), probability: 0.02),
         RandomFault(fault: .status(500, retryAfter: nil), probability: 0.04),
         RandomFault(fault: .stall(.headers), probability: 0.02),
@@ -32,7 +32,7 @@ extension SyncdResilienceTests {
         let seed = Seed.resolve("soak")
         var rng = SplitMix64(seed: seed)
         let soakDuration = Duration.seconds(ProcessInfo.processInfo.environment["SYNCD_RESILIENCE_SOAK_SECONDS"].flatMap(Int.init) ?? 30)
-        let feeds = [FeedDefinition(name: "alpha", initialCount: 1_500), FeedDefinition(name: "beta", initialCount: 700)]
+        let feeds = [FeedDefinition(name: "alpha", initialCount: 3_000), FeedDefinition(name: "beta", initialCount: 1_200)]
         let faulty = try await startServer(.init(
             feeds: feeds, randomFaults: Self.soakFaults, latencyMilliseconds: 0...40, seed: seed,
             stallLimit: .seconds(5)
@@ -40,7 +40,7 @@ extension SyncdResilienceTests {
         let port = try #require(faulty.port)
         let harness = try DaemonHarness(
             test: "soak", seed: seed,
-            feeds: feeds.map { FeedSetup(name: $0.name, url: "http://127.0.0.1:\(port)/feeds/\($0.name)", pageSize: 25, refreshInterval: "500ms", timeout: "1500ms") },
+            feeds: feeds.map { FeedSetup(name: $0.name, url: "http://127.0.0.1:\(port)/feeds/\($0.name)", pageSize: 20, refreshInterval: "300ms", timeout: "1500ms") },
             // Retries come fast, so a Retry-After ignored would show well inside its delay.
             retry: "base = \"100ms\"\nmultiplier = 2\ncap = \"1s\"\nreconnect_spread = \"0s\""
         )
@@ -81,7 +81,6 @@ extension SyncdResilienceTests {
                 logs[feed.name] = await faulty.requests(feed: feed.name)
             }
             await faulty.stop()
-            print("DEBUG after stop:", (try? runCommand(["sh", "-c", "ss -tanp | grep :\(port) | head -20"])) ?? "")
             let fixed = try await startServer(.init(
                 port: port, feeds: feeds.map { var f = $0; f.initialCount = counts[f.name]!; return f }, seed: seed))
             calm.withLock { $0 = fixed }
@@ -114,6 +113,7 @@ extension SyncdResilienceTests {
                 let result = RetryAfterAudit.audit(requests)
                 checked += result.checked
                 violations += result.violations.map { "\(feed.name): \($0)" }
+                if let tightest = result.tightest { print("[soak] \(feed.name): closest retry \(tightest)") }
             }
             let totalRequests = logs.values.map(\.count).reduce(0, +)
             print("[soak] \(totalRequests) requests during the soak; faults injected: \(faultsSeen.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: ", ")); \(checked) Retry-After delays checked")
@@ -134,9 +134,10 @@ enum RetryAfterAudit {
     /// request of the same feed and direction must not arrive before `t + N`. The response left
     /// the server after `t`, so this is a lower bound of what syncd owed. An HTTP-date is whole
     /// seconds on both ends (it and the `Date` header), so up to a second of it may be rounding.
-    static func audit(_ requests: [RequestRecord]) -> (checked: Int, violations: [String]) {
+    static func audit(_ requests: [RequestRecord]) -> (checked: Int, violations: [String], tightest: String?) {
         var checked = 0
         var violations: [String] = []
+        var tightest: (slack: Duration, text: String)?
         for (index, record) in requests.enumerated() {
             guard case .status(let code, let retryAfter?)? = record.fault else { continue }
             let floor: Duration
@@ -147,10 +148,13 @@ enum RetryAfterAudit {
             guard let next = requests[(index + 1)...].first(where: { $0.kind == record.kind }) else { continue }
             checked += 1
             let gap = next.receivedAt - record.receivedAt
+            if tightest == nil || gap - floor < tightest!.slack {
+                tightest = (gap - floor, "\(gap) after a \(code) with Retry-After \(retryAfter) (\(record.kind))")
+            }
             if gap < floor {
                 violations.append("\(record.kind) request \(record.query) got \(code) with Retry-After \(retryAfter); the next \(next.kind) request (\(next.query), fault \(next.fault.map { "\($0)" } ?? "none")) came \(gap) later")
             }
         }
-        return (checked, violations)
+        return (checked, violations, tightest?.text)
     }
 }

@@ -151,9 +151,18 @@ final class DaemonHarness: Sendable {
     @discardableResult
     func preserve() -> String {
         let target = FileManager.default.temporaryDirectory.appendingPathComponent("syncd-resilience-\(test)-\(seed)-\(getpid())").path
-        try? FileManager.default.removeItem(atPath: target)
+        let files = FileManager.default
+        try? files.removeItem(atPath: target)
         do {
-            try FileManager.default.copyItem(atPath: directory.path, toPath: target)
+            // Regular files only: the control socket cannot be copied.
+            for relative in try files.subpathsOfDirectory(atPath: directory.path) {
+                let source = directory.path + "/" + relative
+                var info = stat()
+                guard lstat(source, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+                let destination = target + "/" + relative
+                try files.createDirectory(atPath: (destination as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try files.copyItem(atPath: source, toPath: destination)
+            }
         } catch {
             return "(could not preserve \(directory.path): \(error))"
         }

@@ -25,6 +25,8 @@ public actor ReconnectRig {
         public var rawUp: Int64
         public var verdictUp: Int64
         public var arrival: Int64
+        /// The up request's instant (CLOCK_MONOTONIC ns), to line samples up with helper logs.
+        public var upAt: Int64
     }
 
     public let settle: Duration
@@ -119,7 +121,7 @@ public actor ReconnectRig {
 
         let sample = Sample(
             rawDown: rawDown - down, verdictDown: (verdictDown ?? 0) - down, paused: (paused ?? 0) - down,
-            rawUp: rawUp - up, verdictUp: verdictUp - up, arrival: arrival - up)
+            rawUp: rawUp - up, verdictUp: verdictUp - up, arrival: arrival - up, upAt: up)
         if record { samples.append(sample) }
         return sample
     }
@@ -131,6 +133,9 @@ public actor ReconnectRig {
         let arrival = NanoSummary(samples.map(\.arrival))
         let paused = NanoSummary(samples.map(\.paused))
         let rawDown = NanoSummary(samples.map(\.rawDown))
+        let debug = ProcessInfo.processInfo.environment["RECONNECT_DEBUG"] == nil ? "" : "\n" + samples.map {
+            "  sample up=\($0.upAt) rawUp=+\($0.rawUp / 1000)µs verdictUp=+\($0.verdictUp / 1000)µs arrival=+\($0.arrival / 1000)µs"
+        }.joined(separator: "\n")
         return """
         reconnect summary, settle \(settle) (reconnect spread 0; nearest-rank; from the link request):
         down (peer admin-down → client carrier loss), a newer load in flight:
@@ -144,7 +149,7 @@ public actor ReconnectRig {
         \(row("online verdict (agent, after settle)", samples.map(\.verdictUp)))
         \(row("retried request at the server", samples.map(\.arrival)))
         \(row("request − online verdict", samples.map { $0.arrival - $0.verdictUp }))
-          target p99 < 50 ms: \(arrival.p99 < 50_000_000 ? "met" : "missed") (p99 \(NanoSummary.format(arrival.p99)))
+          target p99 < 50 ms: \(arrival.p99 < 50_000_000 ? "met" : "missed") (p99 \(NanoSummary.format(arrival.p99)))\(debug)
         """
     }
 

@@ -74,18 +74,60 @@ public actor ThroughputRig {
             python = try runPython(index)
             syncd = try await runSyncd(index)
         }
-        if record { pairs.append((syncd, python)) }
+        if record {
+            pairs.append((syncd, python))
+            // Decomposition, after the pair: the same stack on the two other stores.
+            for kind in [StoreKind.counted, .memory] { variants[kind, default: []].append(try await runSyncd(index, store: kind)) }
+            if storeOnly == nil { storeOnly = try await measureStoreOnly() }
+        }
         return (syncd, python)
+    }
+
+    public private(set) var variants: [StoreKind: [Run]] = [:]
+    /// SQLiteFeedStore alone (no network): seconds for the first and the last 100 of the pages.
+    public private(set) var storeOnly: (first: Double, last: Double, total: Double)?
+
+    /// Commits the feed's pages (fetched beforehand, untimed) straight into a fresh SQLiteFeedStore.
+    func measureStoreOnly() async throws -> (first: Double, last: Double, total: Double) {
+        let client = HTTPFeedClient()
+        let source = try HTTPFeedSource(configuration: .init(url: feedURL), client: client)
+        var pages: [FeedPage] = [try await source.fetchInitial()]
+        while let cursor = pages.last?.olderCursor, pages.count < 100_000 {
+            pages.append(try await source.fetchOlder(cursor: cursor))
+        }
+        try? await client.shutdown()
+        let path = "\(directory)/store-only.sqlite"
+        defer { Self.removeDatabase(path) }
+        let store = try SQLiteFeedStore(path: path)
+        var durations: [Double] = []
+        for (index, page) in pages.enumerated() {
+            let start = ContinuousClock.now
+            _ = try await store.commit(feed: "bulk", direction: index == 0 ? .initial : .older, page: page, at: Date())
+            durations.append((ContinuousClock.now - start).seconds)
+        }
+        let slice = min(100, durations.count)
+        return (durations.prefix(slice).reduce(0, +), durations.suffix(slice).reduce(0, +), durations.reduce(0, +))
     }
 
     private var feedURL: URL { URL(string: "\(baseURL)/feeds/bulk?limit=\(pageSize)")! }
 
-    func runSyncd(_ index: Int) async throws -> Run {
+    /// The store under syncd's stack: the product's, or one of the two decomposition variants.
+    public enum StoreKind: String, Sendable, CaseIterable {
+        case sqlite = "SQLiteFeedStore"
+        case counted = "CountedSQLiteStore (count column, experiment)"
+        case memory = "InMemoryFeedStore (no SQLite)"
+    }
+
+    func runSyncd(_ index: Int, store kind: StoreKind = .sqlite) async throws -> Run {
         let path = "\(directory)/syncd-\(index).sqlite"
         defer { Self.removeDatabase(path) }
         var logger = Logger(label: "sync-throughput")
         logger.logLevel = .warning
-        let store = try SQLiteFeedStore(path: path)
+        let store: any FeedStore = switch kind {
+        case .sqlite: try SQLiteFeedStore(path: path)
+        case .counted: try CountedSQLiteStore(path: path)
+        case .memory: InMemoryFeedStore()
+        }
         let client = HTTPFeedClient()
         let source = try HTTPFeedSource(configuration: .init(url: feedURL), client: client, logger: logger)
         let coordinator = SyncCoordinator(store: store, configuration: SyncConfiguration(backfillDepth: items), logger: logger)
@@ -155,10 +197,30 @@ public actor ThroughputRig {
         }
         let ratios = pairs.map { $0.syncd.itemsPerSecond / $0.python.itemsPerSecond }.sorted()
         let median = ratios.isEmpty ? 0 : ratios[ratios.count / 2]
+        var decomposition: [String] = []
+        for kind in [StoreKind.counted, .memory] {
+            let runs = variants[kind] ?? []
+            guard !runs.isEmpty else { continue }
+            let rates = runs.map(\.itemsPerSecond).sorted()
+            let pythonRates = pairs.map(\.python.itemsPerSecond).sorted()
+            let pythonMedian = pythonRates.isEmpty ? 1 : pythonRates[pythonRates.count / 2]
+            decomposition.append(String(
+                format: "  syncd stack on %@: median %.0f items/s (%@), %.2f× the python median",
+                kind.rawValue as NSString, rates[rates.count / 2],
+                runs.map { String(format: "%.2f s", $0.seconds) }.joined(separator: ", ") as NSString,
+                rates[rates.count / 2] / pythonMedian))
+        }
+        if let storeOnly {
+            decomposition.append(String(
+                format: "  SQLiteFeedStore alone, no network: %.2f s for all pages; first 100 pages %.3f s, last 100 pages %.3f s (%.1f× slower per page)",
+                storeOnly.total, storeOnly.first, storeOnly.last, storeOnly.last / max(storeOnly.first, 1e-9)))
+        }
         return """
         sync-throughput summary: \(items) items, \(items / pageSize) pages of \(pageSize), demo-feed on 127.0.0.1 (gzip), python requests/sqlite \(requestsVersion)
         \(lines.joined(separator: "\n"))
           median ratio syncd/python: \(String(format: "%.2f", median))× (target ≥ 3×: \(median >= 3 ? "met" : "missed"))
+        decomposition (same run, same server):
+        \(decomposition.joined(separator: "\n"))
         """
     }
 }

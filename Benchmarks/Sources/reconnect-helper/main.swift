@@ -41,6 +41,29 @@ func stdinLines() -> AsyncStream<String> {
     return stream
 }
 
+/// With RECONNECT_DEBUG set, both helpers log at debug level to stderr, each line stamped with
+/// CLOCK_MONOTONIC ns so it lines up with the rig's instants.
+struct StampedLogHandler: LogHandler {
+    var logLevel: Logger.Level = .debug
+    var metadata: Logger.Metadata = [:]
+    let label: String
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let text = all.isEmpty ? "" : " " + all.map { "\($0)=\($1)" }.sorted().joined(separator: " ")
+        FileHandle.standardError.write(Data("debug \(Monotonic.now()) [\(label)] \(event.message)\(text)\n".utf8))
+    }
+}
+
+let debugLogging = ProcessInfo.processInfo.environment["RECONNECT_DEBUG"] != nil
+if debugLogging {
+    LoggingSystem.bootstrap { StampedLogHandler(label: $0) }
+}
+let helperLogLevel: Logger.Level = debugLogging ? .debug : .warning
+
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
@@ -52,7 +75,7 @@ func runServer(host: String, port: Int) async throws {
     configuration.feeds = [FeedDefinition(name: "live", initialCount: 200, itemsPerSecond: 0)]
     configuration.stallLimit = .seconds(3)
     var logger = Logger(label: "reconnect-server")
-    logger.logLevel = .warning
+    logger.logLevel = helperLogLevel
     let server = try DemoFeedServer(configuration: configuration, logger: logger)
     let bound = try await server.start()
     emit("listening \(bound)")
@@ -113,7 +136,7 @@ func describe(_ load: LoadState) -> String {
 
 func runAgent(url: String, settle: Duration, directory: String) async throws {
     var logger = Logger(label: "reconnect-agent")
-    logger.logLevel = .warning
+    logger.logLevel = helperLogLevel
     let monitor = NetlinkMonitor(configuration: .init(), logger: logger)
     try await monitor.start()
     guard let feedURL = URL(string: url), let host = feedURL.host, let address = IPAddress(host) else {
