@@ -27,6 +27,9 @@ final class NetlinkEventLoop {
     /// Route datagrams read per wake-up before links are looked at and a snapshot is considered
     /// again, so a route storm cannot hold back a link change.
     private static let routeBatchLimit = 2048
+    /// A wake-up that finds this many route datagrams means a storm: see ``run(wakeFD:)``.
+    private static let stormDatagrams = 8
+    private static let stormNapMilliseconds: Int32 = 1
     /// Receive buffer for one route datagram; notifications are single messages far below this.
     private static let routeBufferSize = 64 << 10
 
@@ -178,11 +181,20 @@ final class NetlinkEventLoop {
                 return
             }
             if fds[2].revents != 0 { return }
+            var routeDatagrams = 0
             if (fds[0].revents | fds[1].revents) & Int16(POLLIN) != 0 {
                 monitor.updateStatistics { $0.batches += 1 }
-                receive()
+                routeDatagrams = receive()
             }
             settle()
+            if routeDatagrams >= Self.stormDatagrams {
+                // Routes are streaming in (a storm): let them gather for a moment instead of
+                // waking for every few. Waking costs more than reading (a context switch and a
+                // poll per wake-up: ~50,000 of them in a 100,000-route storm). This runs after
+                // the snapshot was settled, so only route changes wait, by at most `stormNap`.
+                var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+                if poll(&wake, 1, Self.stormNapMilliseconds) > 0 { return }
+            }
         }
     }
 
@@ -192,15 +204,18 @@ final class NetlinkEventLoop {
     /// Links go first: a route notification the kernel sent before a link change is then always
     /// read before the re-dump that link change causes (``settle()`` empties the route socket
     /// before any dump), so it cannot be replayed on top of the fresh table.
-    private func receive() {
+    /// Returns how many route datagrams were read.
+    private func receive() -> Int {
         var overflowed = receiveLinksAndAddresses()
+        var datagrams = 0
         if !overflowed {
-            overflowed = receiveRoutes(limit: Self.routeBatchLimit)
+            overflowed = receiveRoutes(limit: Self.routeBatchLimit, read: &datagrams)
         }
         if overflowed {
             logger.warning("netlink notifications overflowed the receive buffer; re-reading every table")
             resyncAll()
         }
+        return datagrams
     }
 
     /// Returns whether notifications were lost.
@@ -234,10 +249,14 @@ final class NetlinkEventLoop {
     /// Reads the libnl socket's descriptor directly into one reused buffer: libnl's own receive
     /// path allocates a buffer and copies every message, which is most of the cost per route.
     private func receiveRoutes(limit: Int?, discard: Bool = false, countOverflow: Bool = true) -> Bool {
+        var read = 0
+        return receiveRoutes(limit: limit, discard: discard, countOverflow: countOverflow, read: &read)
+    }
+
+    private func receiveRoutes(limit: Int?, discard: Bool = false, countOverflow: Bool = true, read: inout Int) -> Bool {
         let fd = nl_socket_get_fd(routeSocket)
         var overflowed = false
         var discard = discard
-        var read = 0
         while overflowed || limit.map({ read < $0 }) ?? true {
             var sender = sockaddr_nl()
             var senderLength = socklen_t(MemoryLayout<sockaddr_nl>.size)
@@ -302,10 +321,13 @@ final class NetlinkEventLoop {
         guard dirty else { return }
         let start = clock.now
         guard force || urgent || start >= nextBuildAllowed else { return }
+        let routeOnly = !urgent && !force
         let snapshot = buildSnapshot()
         let end = clock.now
-        // Keep rebuilding to at most ~10% of the time: free for small tables, throttled in a storm.
-        nextBuildAllowed = end + (end - start) * 9
+        // Keep rebuilding to at most ~10% of the time (~5% while only routes change, as in a
+        // route storm): free for small tables, throttled in a storm. Link and address changes
+        // are published at once whatever the throttle says.
+        nextBuildAllowed = end + (end - start) * (routeOnly ? 19 : 9)
         dirty = false
         urgent = false
         guard snapshot != published else { return }

@@ -85,6 +85,7 @@ struct RouteTable {
 
     /// Adds a route from a dump, after the routes dumped before it under the same key.
     mutating func insertDumped(_ message: RouteMessage) {
+        let message = interned(message)
         let slot = Slot(message.key, message.route)
         if first.contains(slot) {
             more[slot, default: []].append(message.route)
@@ -94,9 +95,25 @@ struct RouteTable {
         count += 1
     }
 
+    /// Recent next-hop lists, so routes through the same gateway share one array: a 100,000-route
+    /// table usually has a handful of distinct next hops, and an array per route costs ~8 MB.
+    private var hopLists: [[NextHop]: [NextHop]] = [:]
+
+    private mutating func interned(_ message: RouteMessage) -> RouteMessage {
+        var message = message
+        if let shared = hopLists[message.route.nextHops] {
+            message.route.nextHops = shared
+        } else {
+            if hopLists.count >= 1024 { hopLists.removeAll(keepingCapacity: true) }
+            hopLists[message.route.nextHops] = message.route.nextHops
+        }
+        return message
+    }
+
     /// Applies one notification. Returns whether the table changed.
     @discardableResult
     mutating func apply(_ message: RouteMessage) -> Bool {
+        let message = message.kind == .new ? interned(message) : message
         let probe = Slot(message.key, message.route)
         // Fast paths, which a storm takes for every message: a new identity, or the deletion of
         // the only route of an identity.

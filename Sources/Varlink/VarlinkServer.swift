@@ -29,11 +29,24 @@ public final class VarlinkServer: Sendable {
         /// Largest accepted message, without its NUL. Calls are small; this stops a client from
         /// making the server buffer without bound.
         public var maxMessageSize: Int
+        /// Connections one non-root user may hold at once, so that one user's idle connections
+        /// cannot lock every other user out of a world-connectable socket.
+        public var maxConnectionsPerUser: Int
+        /// Connections only root may take: an administrator can always get in.
+        public var reservedForRoot: Int
 
-        public init(listen: Listen, maxConnections: Int = 64, maxMessageSize: Int = 64 * 1024) {
+        public init(
+            listen: Listen,
+            maxConnections: Int = 64,
+            maxMessageSize: Int = 64 * 1024,
+            maxConnectionsPerUser: Int? = nil,
+            reservedForRoot: Int? = nil
+        ) {
             self.listen = listen
             self.maxConnections = maxConnections
             self.maxMessageSize = maxMessageSize
+            self.maxConnectionsPerUser = max(1, maxConnectionsPerUser ?? maxConnections / 4)
+            self.reservedForRoot = max(0, min(maxConnections - 1, reservedForRoot ?? maxConnections / 16))
         }
     }
 
@@ -46,6 +59,7 @@ public final class VarlinkServer: Sendable {
     private struct State {
         var listenFD: Int32?
         var connections = 0
+        var connectionsByUser: [UInt32: Int] = [:]
         var stopping = false
         var readyWaiters: [CheckedContinuation<Void, Never>] = []
         var ready = false
@@ -174,29 +188,44 @@ public final class VarlinkServer: Sendable {
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            let admitted = state.withLock { state in
-                guard state.connections < configuration.maxConnections, !state.stopping else { return false }
-                state.connections += 1
-                return true
-            }
-            guard admitted else {
-                logger.warning("varlink: connection limit reached, refusing a client", metadata: ["limit": "\(configuration.maxConnections)"])
-                close(fd)
-                continue
-            }
+            let peer: VarlinkPeer
             do {
-                let peer = try UnixSocket.peerCredentials(of: fd)
-                continuation.yield(AcceptedSocket(fd: fd, peer: peer))
+                peer = try UnixSocket.peerCredentials(of: fd)
             } catch {
                 logger.warning("varlink: \(error)")
                 close(fd)
-                state.withLock { $0.connections -= 1 }
+                continue
             }
+            let refusal = state.withLock { state -> String? in
+                if state.stopping { return "stopping" }
+                let isRoot = peer.uid == 0
+                let limit = isRoot ? configuration.maxConnections : configuration.maxConnections - configuration.reservedForRoot
+                guard state.connections < limit else { return "connection limit reached" }
+                let mine = state.connectionsByUser[peer.uid, default: 0]
+                guard isRoot || mine < configuration.maxConnectionsPerUser else { return "per-user connection limit reached" }
+                state.connections += 1
+                state.connectionsByUser[peer.uid] = mine + 1
+                return nil
+            }
+            if let refusal {
+                logger.warning("varlink: \(refusal), refusing a client", metadata: [
+                    "uid": "\(peer.uid)", "limit": "\(configuration.maxConnections)", "perUser": "\(configuration.maxConnectionsPerUser)",
+                ])
+                close(fd)
+                continue
+            }
+            continuation.yield(AcceptedSocket(fd: fd, peer: peer))
         }
     }
 
     private func serve(_ socket: AcceptedSocket) async {
-        defer { state.withLock { $0.connections -= 1 } }
+        defer {
+            state.withLock { state in
+                state.connections -= 1
+                let remaining = state.connectionsByUser[socket.peer.uid, default: 1] - 1
+                state.connectionsByUser[socket.peer.uid] = remaining > 0 ? remaining : nil
+            }
+        }
         var logger = self.logger
         logger[metadataKey: "peer"] = "pid=\(socket.peer.pid) uid=\(socket.peer.uid)"
         let maxMessageSize = configuration.maxMessageSize

@@ -44,9 +44,21 @@ extension SyncdResilienceTests {
             var progressed = 0
             for round in 0..<kills {
                 let process = try harness.start()
-                // Early rounds kill during start-up and the first pages; later ones mid-backfill.
-                let delay = Duration.milliseconds(rng.int(in: 30...1_400))
-                try await Task.sleep(for: delay)
+                let runStart = ContinuousClock.now
+                // Half the rounds kill at a random moment (start-up included); the others wait
+                // for a feed request to arrive, then kill within its latency window, when the
+                // response is being sent, parsed or committed.
+                let targeted = rng.chance(0.5)
+                try await Task.sleep(for: .milliseconds(rng.int(in: targeted ? 150...900 : 30...1_400)))
+                if targeted {
+                    let seen = await server.requestCount(feed: feed)
+                    let deadline = ContinuousClock.now + .seconds(2)
+                    while await server.requestCount(feed: feed) == seen, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(1))
+                    }
+                    try await Task.sleep(for: .milliseconds(rng.int(in: 0...45)))
+                }
+                let delay = ContinuousClock.now - runStart
                 guard process.isRunning else {
                     let exitStatus = await process.stop()
                     Issue.record("syncd exited on its own in round \(round) (status \(exitStatus))\n\(harness.diagnostics())")
@@ -59,7 +71,7 @@ extension SyncdResilienceTests {
 
                 let served = try await server.items(feed: feed)
                 let snapshot = try StoreSnapshot.read(storePath: harness.storePath, feed: feed, scratch: scratch)
-                let line = "round \(round): killed after \(delay), \(snapshot.summary)"
+                let line = "round \(round): killed \(targeted ? "near a request" : "at random") after \(delay), \(snapshot.summary)"
                 history.append(line)
                 if snapshot.items.count != previousCount { progressed += 1 }
                 previousCount = snapshot.items.count

@@ -21,6 +21,9 @@ extension SyncdResilienceTests {
         RandomFault(fault: .reset(.headers), probability: 0.03),
         RandomFault(fault: .reset(.body), probability: 0.02),
         RandomFault(fault: .latency(milliseconds: 400), probability: 0.03),
+        // Over syncd's max_body_bytes (64 KiB here), declared or chunked.
+        RandomFault(fault: .oversized(bytes: 100_000, chunked: false), probability: 0.01),
+        RandomFault(fault: .oversized(bytes: 100_000, chunked: true), probability: 0.01),
     ]
 
     /// syncd against a server injecting random faults, for a bounded time while items appear:
@@ -40,7 +43,7 @@ extension SyncdResilienceTests {
         let port = try #require(faulty.port)
         let harness = try DaemonHarness(
             test: "soak", seed: seed,
-            feeds: feeds.map { FeedSetup(name: $0.name, url: "http://127.0.0.1:\(port)/feeds/\($0.name)", pageSize: 20, refreshInterval: "300ms", timeout: "1500ms") },
+            feeds: feeds.map { FeedSetup(name: $0.name, url: "http://127.0.0.1:\(port)/feeds/\($0.name)", pageSize: 20, refreshInterval: "300ms", timeout: "1500ms", maxBodyBytes: 65_536) },
             // Retries come fast, so a Retry-After ignored would show well inside its delay.
             retry: "base = \"100ms\"\nmultiplier = 2\ncap = \"1s\"\nreconnect_spread = \"0s\""
         )
@@ -156,5 +159,42 @@ enum RetryAfterAudit {
             }
         }
         return (checked, violations, tightest?.text)
+    }
+}
+
+extension SyncdResilienceTests {
+    /// SIGTERM while every feed request hangs (a server that accepted and never answers, with
+    /// syncd's own timeout far away): syncd must still stop promptly and cleanly, not wait for
+    /// the requests, and the store must stay consistent.
+    @Test(.timeLimit(.minutes(1)))
+    func sigtermIsNotHeldUpByHangingRequests() async throws {
+        let seed = Seed.resolve("sigterm-stalled")
+        let feed = "home"
+        let server = try await startServer(.init(
+            feeds: [FeedDefinition(name: feed, initialCount: 500)],
+            randomFaults: [RandomFault(fault: .stall(.headers), probability: 1)],
+            seed: seed, stallLimit: .seconds(120)
+        ))
+        let port = try #require(server.port)
+        let harness = try DaemonHarness(
+            test: "sigterm-stalled", seed: seed,
+            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", timeout: "60s")]
+        )
+        try await withCleanup {
+            let process = try harness.start()
+            _ = try await harness.waitUntilServing(process)
+            let stalled = await eventually(timeout: .seconds(10), every: .milliseconds(20)) { await server.stalledRequestCount() > 0 }
+            #expect(stalled, "syncd never sent its first request\n\(harness.diagnostics())")
+            let started = ContinuousClock.now
+            let exitCode = await process.stop(signal: SIGTERM, timeout: .seconds(10))
+            let took = ContinuousClock.now - started
+            print("[sigterm-stalled] exit \(exitCode) after \(took) with a request hanging")
+            #expect(exitCode == 0, "syncd exited \(exitCode) (-2: still running 10 s after SIGTERM, killed) with a request hanging; took \(took)\n\(harness.diagnostics())")
+            let snapshot = try StoreSnapshot.read(storePath: harness.storePath, feed: feed, scratch: harness.directory.file("snapshot"))
+            #expect(snapshot.problems(against: try await server.items(feed: feed)).isEmpty)
+        } cleanup: {
+            await harness.stopAll()
+            await server.stop()
+        }
     }
 }

@@ -17,14 +17,15 @@ struct SyncdResilienceTests {}
 enum Seed {
     static let environmentKey = "SYNCD_RESILIENCE_SEED"
 
-    static func resolve(_ test: String) -> UInt64 {
+    static func resolve(_ test: String, function: String = #function) -> UInt64 {
         let seed: UInt64
         if let raw = ProcessInfo.processInfo.environment[environmentKey], let value = UInt64(raw) {
             seed = value
         } else {
             seed = UInt64.random(in: 1...UInt64(UInt32.max))
         }
-        print("[\(test)] seed \(seed); replay with \(environmentKey)=\(seed) swift test --skip-build --filter SyncdResilienceTests")
+        let name = function.split(separator: "(").first.map(String.init) ?? function
+        print("[\(test)] seed \(seed); replay with \(environmentKey)=\(seed) swift test --skip-build --filter 'SyncdResilienceTests.*\(name)'")
         return seed
     }
 }
@@ -60,6 +61,7 @@ struct FeedSetup: Sendable {
     var refreshInterval = "1s"
     var backfill = 100_000_000
     var timeout = "3s"
+    var maxBodyBytes = 8 << 20
 }
 
 /// A temporary directory holding syncd's configuration, store, control socket and logs, and the
@@ -103,6 +105,7 @@ final class DaemonHarness: Sendable {
                 refresh_interval = "\(feed.refreshInterval)"
                 backfill = \(feed.backfill)
                 timeout = "\(feed.timeout)"
+                max_body_bytes = \(feed.maxBodyBytes)
 
                 """
         }
@@ -179,7 +182,7 @@ final class DaemonHarness: Sendable {
     func diagnostics(_ context: String = "") -> String {
         """
         \(context)
-        seed \(seed) (replay: \(Seed.environmentKey)=\(seed)); syncd runs: \(runCount); artifacts preserved at \(preserve())
+        seed \(seed) (replay: \(Seed.environmentKey)=\(seed), same filter); syncd runs: \(runCount); artifacts preserved at \(preserve())
         tail of the last syncd log:
         \(logTail())
         """

@@ -84,3 +84,51 @@ struct AccessPolicyTests {
         #expect(ControlAccessPolicy(groupName: "root").privilegedGroups == [0])
     }
 }
+
+/// One local user cannot lock others out of the world-connectable socket by holding connections.
+@Suite("Per-user connection limit", .enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+struct PerUserConnectionLimitTests {
+    @Test func oneUserHoldsAtMostItsShareAndRootIsStillServed() async throws {
+        try Privileges.requireRoot()
+        // 16 connections: 4 per non-root user (a quarter), 1 kept for root.
+        try await withControlServer(maxConnections: 16) { path in
+            let script = """
+                import json, socket, sys
+                held = []
+                for _ in range(10):
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.settimeout(5)
+                    s.connect(sys.argv[1])
+                    held.append(s)
+                served = 0
+                for s in held:
+                    try:
+                        s.sendall(json.dumps({"method": "org.varlink.service.GetInfo"}).encode() + b"\\0")
+                        if s.recv(65536).endswith(b"\\0"):
+                            served += 1
+                    except OSError:
+                        pass
+                sys.stdout.write(str(served) + "\\n")
+                sys.stdout.flush()
+                sys.stdin.readline()
+                """
+            let nobody = Process()
+            nobody.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            nobody.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", PermissionTests.python, "-c", script, path]
+            let output = Pipe(), input = Pipe()
+            nobody.standardOutput = output
+            nobody.standardInput = input
+            try nobody.run()
+            defer {
+                try? input.fileHandleForWriting.close()
+                nobody.waitUntilExit()
+            }
+            // The child holds its connections until we close its stdin.
+            let line = try await Task.detached { output.fileHandleForReading.availableData }.value
+            #expect(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+            // Root (this process) is served while nobody holds its share.
+            let status = try await SyncControlClient(socketPath: path).status()
+            #expect(!status.version.isEmpty)
+        }
+    }
+}

@@ -4,8 +4,9 @@
 // feed server in the peer namespace. Carrier is taken away and given back through the peer link,
 // which keeps the client's routes (marked linkdown), as a pulled cable does.
 //
-// Two benchmarks: settle 0 (RECONNECT_ITERATIONS, default 200) and syncd's default settle of 2 s
-// (RECONNECT_SETTLE_ITERATIONS, default 20). Needs root.
+// Three benchmarks: settle 0 and syncd's default settle of 2 s with the feed idle at the down and a
+// refresh asked for while offline, and settle 0 with a load in flight at the down (RECONNECT_ITERATIONS,
+// default 100; RECONNECT_SETTLE_ITERATIONS, default 15). Needs root.
 
 import Benchmark
 import Foundation
@@ -23,12 +24,12 @@ final class RigHolder: Sendable {
 }
 
 let rawDownMetric = BenchmarkMetric.custom("raw carrier-loss notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let pausedMetric = BenchmarkMetric.custom("coordinator paused (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let pausedMetric = BenchmarkMetric.custom("coordinator paused/offline (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 let rawUpMetric = BenchmarkMetric.custom("raw carrier-up notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 let verdictUpMetric = BenchmarkMetric.custom("online verdict (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 let arrivalMetric = BenchmarkMetric.custom("retried request at server (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 
-func reconnectBenchmark(_ name: String, settle: Duration, iterations: Int, warmup: Int) {
+func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterations: Int, warmup: Int) {
     let holder = RigHolder()
     Benchmark(
         name,
@@ -40,7 +41,7 @@ func reconnectBenchmark(_ name: String, settle: Duration, iterations: Int, warmu
             maxDuration: .seconds(900),
             maxIterations: iterations,
             setup: {
-                let rig = try await ReconnectRig(settle: settle)
+                let rig = try await ReconnectRig(settle: settle, inFlight: inFlight)
                 holder.rig.withLock { $0 = rig }
             },
             teardown: {
@@ -70,8 +71,12 @@ func reconnectBenchmark(_ name: String, settle: Duration, iterations: Int, warmu
 
 let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["RECONNECT_ITERATIONS"] ?? "") ?? 200
-    let settleIterations = Int(environment["RECONNECT_SETTLE_ITERATIONS"] ?? "") ?? 20
-    reconnectBenchmark("Reconnect → retried request at server (settle 0, spread 0)", settle: .zero, iterations: iterations, warmup: 5)
-    reconnectBenchmark("Reconnect → retried request at server (settle 2 s, spread 0)", settle: .seconds(2), iterations: settleIterations, warmup: 1)
+    let iterations = Int(environment["RECONNECT_ITERATIONS"] ?? "") ?? 100
+    let settleIterations = Int(environment["RECONNECT_SETTLE_ITERATIONS"] ?? "") ?? 15
+    reconnectBenchmark(
+        "Reconnect → paused refresh at server (settle 0, spread 0)", settle: .zero, inFlight: false, iterations: iterations, warmup: 3)
+    reconnectBenchmark(
+        "Reconnect → paused refresh at server (settle 2 s, spread 0)", settle: .seconds(2), inFlight: false, iterations: settleIterations, warmup: 1)
+    reconnectBenchmark(
+        "Reconnect → load cancelled in flight, retried (settle 0, spread 0)", settle: .zero, inFlight: true, iterations: iterations, warmup: 3)
 }

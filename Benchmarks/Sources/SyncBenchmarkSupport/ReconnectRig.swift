@@ -30,6 +30,13 @@ public actor ReconnectRig {
     }
 
     public let settle: Duration
+    /// Whether a load is in flight (held by the server) when the link goes down; otherwise the
+    /// feed is idle at the down and a refresh is asked for while offline (paused).
+    public let inFlight: Bool
+    /// The last link request, so that the next carrier loss is at least 1.1 s later: the kernel's
+    /// linkwatch delivers carrier changes at most about once a second (it rate-limits them), and
+    /// back-to-back cycles would measure that delay instead of syncd.
+    private var lastLinkChange = ContinuousClock.now
     private let topology: VethTopology
     private let server: LineProcess
     private let agent: LineProcess
@@ -46,8 +53,9 @@ public actor ReconnectRig {
 
     private static let lowerUp: UInt32 = 0x10000  // IFF_LOWER_UP
 
-    public init(settle: Duration) async throws {
+    public init(settle: Duration, inFlight: Bool) async throws {
         self.settle = settle
+        self.inFlight = inFlight
         let helper = try HelperPaths.executable("reconnect-helper")
         topology = try VethTopology()
         directory = NSTemporaryDirectory() + "reconnect-\(getpid())-\(Int.random(in: 0..<1_000_000))"
@@ -83,31 +91,42 @@ public actor ReconnectRig {
 
     /// One down/up cycle; `record` false for warm-up rounds.
     public func measure(record: Bool = true) async throws -> Sample {
-        // 1. a newer load in flight, held by the server.
-        try server.send("stall")
-        _ = try await serverLines.next { $0 == "ok" }
-        try agent.send("refresh")
-        _ = try await agentLines.next { $0 == "refreshed" }
-        try server.send("stalled")
-        let stalled = try await serverLines.next { $0.hasPrefix("stalled") }
-        guard stalled != "stalled 0" else { throw SyncRigError("the refresh never reached the server") }
+        // 1. with `inFlight`, a newer load in flight, held by the server.
+        if inFlight {
+            try server.send("stall")
+            _ = try await serverLines.next { $0 == "ok" }
+            try agent.send("refresh")
+            _ = try await agentLines.next { $0 == "refreshed" }
+            try server.send("stalled")
+            let stalled = try await serverLines.next { $0.hasPrefix("stalled") }
+            guard stalled != "stalled 0" else { throw SyncRigError("the refresh never reached the server") }
+        }
+        try await Task.sleep(until: lastLinkChange + .milliseconds(1100), clock: .continuous)
 
-        // 2. carrier loss.
+        // 2. carrier loss: the coordinator pauses the load in flight, or (idle) shows offline.
         let down = Monotonic.now()
         try RawNetlink.setLink(fd: control, index: peerIndex, up: false, sequence: nextSequence())
+        lastLinkChange = .now
         let rawDown = try await nextRaw(carrier: false)
         var verdictDown: Int64?
         var paused: Int64?
+        let pausedState = inFlight ? "off=1 paused=1" : "off=1 paused=0"
         while verdictDown == nil || paused == nil {
             let line = try await agentLines.next(timeout: .seconds(10)) { $0.hasPrefix("verdict") || $0.hasPrefix("state") }
             let fields = line.split(separator: " ")
             if fields[0] == "verdict", fields[2] == "offline", verdictDown == nil { verdictDown = Int64(fields[1]) }
-            if fields[0] == "state", line.contains("off=1 paused=1"), paused == nil { paused = Int64(fields[1]) }
+            if fields[0] == "state", line.contains(pausedState), paused == nil { paused = Int64(fields[1]) }
+        }
+        if !inFlight {
+            // A refresh while offline: paused, not sent.
+            try agent.send("refresh")
+            _ = try await agentLines.next { $0.hasPrefix("state") && $0.contains("off=1 paused=1") }
         }
 
         // 3. carrier back.
         let up = Monotonic.now()
         try RawNetlink.setLink(fd: control, index: peerIndex, up: true, sequence: nextSequence())
+        lastLinkChange = .now
         let rawUp = try await nextRaw(carrier: true)
         let verdictLine = try await agentLines.next(timeout: .seconds(30)) { $0.hasPrefix("verdict") && $0.hasSuffix("online") }
         let verdictUp = Int64(verdictLine.split(separator: " ")[1]) ?? 0
@@ -137,13 +156,13 @@ public actor ReconnectRig {
             "  sample up=\($0.upAt) rawUp=+\($0.rawUp / 1000)µs verdictUp=+\($0.verdictUp / 1000)µs arrival=+\($0.arrival / 1000)µs"
         }.joined(separator: "\n")
         return """
-        reconnect summary, settle \(settle) (reconnect spread 0; nearest-rank; from the link request):
-        down (peer admin-down → client carrier loss), a newer load in flight:
+        reconnect summary, settle \(settle), \(inFlight ? "a newer load in flight at the down" : "idle at the down, refresh while offline") (reconnect spread 0; nearest-rank; from the link request):
+        down (peer admin-down → client carrier loss):
         \(row("raw netlink notification (veth-c)", samples.map(\.rawDown)))
         \(row("offline verdict (agent)", samples.map(\.verdictDown)))
-        \(row("coordinator paused (FeedState published)", samples.map(\.paused)))
-        \(row("paused − raw", samples.map { $0.paused - $0.rawDown }))
-          p50 ratio paused/raw: \(String(format: "%.2f", Double(paused.p50) / Double(max(1, rawDown.p50)))), p99 ratio: \(String(format: "%.2f", Double(paused.p99) / Double(max(1, rawDown.p99))))
+        \(row(inFlight ? "coordinator paused (FeedState published)" : "coordinator offline (FeedState published)", samples.map(\.paused)))
+        \(row("added by syncd (state − raw)", samples.map { $0.paused - $0.rawDown }))
+          p50 ratio state/raw: \(String(format: "%.2f", Double(paused.p50) / Double(max(1, rawDown.p50)))), p99 ratio: \(String(format: "%.2f", Double(paused.p99) / Double(max(1, rawDown.p99))))
         up (peer admin-up → carrier back):
         \(row("raw netlink notification (veth-c)", samples.map(\.rawUp)))
         \(row("online verdict (agent, after settle)", samples.map(\.verdictUp)))

@@ -188,11 +188,33 @@ func runAgent(url: String, settle: Duration, directory: String) async throws {
     try? await client.shutdown()
 }
 
+/// Diagnosis (not part of the benchmark): a request the server stalls is cancelled, as going
+/// offline cancels it, and the next request to the same server is timed.
+func runCancelProbe(url: String) async throws {
+    var logger = Logger(label: "cancel-probe")
+    logger.logLevel = helperLogLevel
+    let client = HTTPFeedClient()
+    let source = try HTTPFeedSource(configuration: .init(url: URL(string: url)!, requestTimeout: .seconds(10)), client: client, logger: logger)
+    for round in 1...1 {
+        let stalled = Task { try await source.fetchInitial() }
+        try await Task.sleep(for: .milliseconds(200))
+        stalled.cancel()
+        let cancelledAt = ContinuousClock.now
+        _ = await stalled.result
+        let start = ContinuousClock.now
+        let page = try await source.fetchInitial()
+        emit("round \(round): cancel took \(start - cancelledAt), next request \(ContinuousClock.now - start) (\(page.items.count) items)")
+    }
+    try await client.shutdown()
+}
+
 let arguments = CommandLine.arguments
 do {
     switch arguments.count > 1 ? arguments[1] : "" {
     case "server" where arguments.count == 4:
         try await runServer(host: arguments[2], port: Int(arguments[3]) ?? 0)
+    case "cancel-probe" where arguments.count == 3:
+        try await runCancelProbe(url: arguments[2])
     case "agent" where arguments.count == 5:
         try await runAgent(url: arguments[2], settle: .milliseconds(Int(arguments[3]) ?? 0), directory: arguments[4])
     default:
