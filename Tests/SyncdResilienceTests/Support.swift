@@ -30,27 +30,6 @@ enum Seed {
     }
 }
 
-/// SplitMix64: small, seedable, and the same on every platform.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func int(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
-    mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
-    mutating func pick<T>(_ choices: [T]) -> T { choices[Int.random(in: 0..<choices.count, using: &self)] }
-    /// A generator for another task, derived so the whole run still follows from one seed.
-    mutating func fork() -> SplitMix64 { SplitMix64(seed: next()) }
-}
-
 // MARK: The daemon under test
 
 /// One feed as syncd is configured with it.
