@@ -137,10 +137,13 @@ struct FaultDuringSyncTests {
     func scripted(fault spec: String) async throws {
         let fault = try Fault(spec: spec)
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 120)])) { server, client in
-            // Long enough that a healthy request on a loaded machine never times out, which
-            // would add an error the test does not expect.
+            // Long enough that a healthy request on a loaded machine (tests run in parallel on
+            // two cores) never times out, which would add an error the test does not expect;
+            // stall faults need a timeout, and pay it once per direction.
+            var stalls = false
+            if case .stall = fault { stalls = true }
             let source = try server.source("home", client: client, limit: 25) {
-                $0.requestTimeout = .seconds(2)
+                $0.requestTimeout = stalls ? .seconds(5) : .seconds(15)
                 $0.maxBodyBytes = 200_000
             }
             var driver = SyncDriver(source: source)
@@ -190,8 +193,10 @@ struct FaultDuringSyncTests {
             feeds: [.init(name: "home", initialCount: 2000, maxLimit: 100)], randomFaults: faults,
             latencyMilliseconds: 0...3, seed: 42)
         try await withFeedServer(configuration) { server, client in
+            // Stalls cost a timeout each; shorter would let a healthy request on a loaded
+            // machine time out too and count as a fault that never happened.
             let source = try server.source("home", client: client, limit: 100) {
-                $0.requestTimeout = .seconds(2)
+                $0.requestTimeout = .seconds(5)
                 $0.maxBodyBytes = 200_000
             }
             var driver = SyncDriver(source: source)
