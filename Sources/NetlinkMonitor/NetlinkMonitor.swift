@@ -9,10 +9,15 @@ import Synchronization
 import Glibc
 #endif
 
-/// Watches the kernel's links, addresses and routes (IPv4 and IPv6) through libnl's cache
-/// manager and publishes a ``NetworkSnapshot`` whenever they change.
+/// Watches the kernel's links, addresses and routes (IPv4 and IPv6) through libnl and publishes
+/// a ``NetworkSnapshot`` whenever they change.
 ///
-/// The monitor runs one thread that sleeps in `poll(2)` on the netlink socket: it never polls
+/// Links and addresses are kept in libnl's cache manager. Routes are received on a libnl socket
+/// of their own, parsed with `rtnl_route_parse` and kept in a table keyed by the kernel's route
+/// identity, because libnl's route cache does not scale to large tables (its fixed-size hash made
+/// a 100,000-route storm cost several times what `ip monitor` spends; see BENCHMARKS.md).
+///
+/// The monitor runs one thread that sleeps in `poll(2)` on the netlink sockets: it never polls
 /// on a timer. It keeps its snapshot equal to the kernel's tables, including what the kernel does
 /// not announce: when a link loses or regains `IFF_UP`/`IFF_LOWER_UP`, IPv4 routes are flushed or
 /// their linkdown flag flips without a notification, so the route table is re-dumped (as

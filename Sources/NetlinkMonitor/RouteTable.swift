@@ -1,7 +1,7 @@
 import ConnectivityPolicy
 
-/// The kernel's routes, kept from route notifications in a dictionary keyed by the kernel's route
-/// identity: O(1) per notification whatever the table size.
+/// The kernel's routes, kept from route notifications in a hash set keyed by the kernel's route
+/// identity (``RouteKey``): O(1) per notification whatever the table size.
 ///
 /// This replaces libnl's route cache, whose fixed 1,024-bucket hash table made every add, delete
 /// and lookup walk a chain of ~100 routes at 100,000 routes (71% of the monitor's CPU in a route
@@ -16,7 +16,7 @@ import ConnectivityPolicy
 ///   (`ip -6 route del … via GW`) is announced as an `RTM_DELROUTE` with that next hop alone,
 ///   which removes only that hop.
 ///
-/// Besides the dictionary it records what changed since the last snapshot, so that the next
+/// Besides the set it records what changed since the last snapshot, so that the next
 /// snapshot's sorted route list is a linear merge of the previous one instead of a full sort.
 struct RouteTable {
     /// One route of an identity, hashed and compared by the identity alone, so the set can be

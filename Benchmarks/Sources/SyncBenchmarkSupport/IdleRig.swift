@@ -58,7 +58,14 @@ public final class IdleRig: Sendable {
         public var hwmKiB: Int
         public var baselineSwitches: Int
         public var baselineRSSKiB: Int
-        public var feedRequests: Int
+        public var anonKiB: Int
+        public var fileKiB: Int
+        /// `reconnect-helper idle-floor`: a Swift process that only awaits, in the same window.
+        public var floorSwitches: Int
+        public var floorRSSKiB: Int
+        public var floorRate: Double { Double(floorSwitches) / seconds }
+        /// Pages syncd committed in the window (each refresh of this unchanging feed commits one empty page).
+        public var commits: Int
         public var rate: Double { Double(switches) / seconds }
         public var baselineRate: Double { Double(baselineSwitches) / seconds }
     }
@@ -94,6 +101,7 @@ public final class IdleRig: Sendable {
         let syncd = Process()
         syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
         syncd.arguments = ["--config", "\(directory)/syncd.toml"]
+        syncd.environment = childEnvironment()
         syncd.standardOutput = log
         syncd.standardError = FileHandle(forWritingAtPath: "/dev/null")
         syncd.standardInput = FileHandle.nullDevice
@@ -109,6 +117,7 @@ public final class IdleRig: Sendable {
         // Synced: every item stored and the end reached (read from the store, not over the
         // control socket, so the wait itself does not wake syncd).
         let deadline = ContinuousClock.now + .seconds(120)
+        var revisionBefore = 0
         while true {
             try await Task.sleep(for: .milliseconds(500))
             guard syncd.isRunning else { throw SyncRigError("syncd exited with status \(syncd.terminationStatus)") }
@@ -116,6 +125,7 @@ public final class IdleRig: Sendable {
                 let feed = try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite").loadSynchronously(feed: "idle"),
                 feed.itemCount >= items, feed.endReached
             {
+                revisionBefore = feed.revision
                 break
             }
             guard ContinuousClock.now < deadline else { throw SyncRigError("syncd did not sync the feed within 120 s") }
@@ -125,45 +135,54 @@ public final class IdleRig: Sendable {
         let monitor = Process()
         monitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         monitor.arguments = ["ip", "monitor", "link", "address", "route"]
+        monitor.environment = childEnvironment()
         monitor.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
         monitor.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try monitor.run()
-        defer { monitor.terminate(); monitor.waitUntilExit() }
+        defer {
+            // SIGKILL: children of the benchmark runner inherit its blocked SIGTERM.
+            kill(monitor.processIdentifier, SIGKILL)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while monitor.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+        }
         try await Task.sleep(for: .milliseconds(500))
 
-        let requestsBefore = try await requestCount(baseURL)
-        let first = ThreadSwitches(pid: pid)
+        // Sampled every second, thread by thread: a thread born in a second counts from zero, and
+        // a thread that exits loses at most its last second (worker threads come and go).
+        let floor = try LineProcess(executable: try HelperPaths.executable("reconnect-helper"), arguments: ["idle-floor"])
+        defer { floor.finish() }
+        try await Task.sleep(for: .milliseconds(500))
+        let floorFirst = ThreadSwitches(pid: floor.pid)
         let monitorFirst = ThreadSwitches(pid: monitor.processIdentifier)
-        let start = ContinuousClock.now
-        var previous = first.total
+        var previous = ThreadSwitches(pid: pid)
+        var perThread: [Int32: (name: String, switches: Int)] = [:]
         var perSecond: [Int] = []
+        let start = ContinuousClock.now
         for second in 1...seconds {
             try await Task.sleep(until: start + .seconds(second), clock: .continuous)
-            let now = ThreadSwitches(pid: pid).total
-            perSecond.append(now - previous)
+            let now = ThreadSwitches(pid: pid)
+            var total = 0
+            for (tid, entry) in now.byThread {
+                let delta = entry.switches - (previous.byThread[tid]?.switches ?? 0)
+                total += delta
+                perThread[tid, default: (entry.name, 0)].switches += delta
+            }
+            perSecond.append(total)
             previous = now
         }
-        let last = ThreadSwitches(pid: pid)
         let monitorLast = ThreadSwitches(pid: monitor.processIdentifier)
+        let floorLast = ThreadSwitches(pid: floor.pid)
         let elapsed = (ContinuousClock.now - start).seconds
-        let requestsAfter = try await requestCount(baseURL)
+        let threads = perThread.map { (tid: $0.key, name: $0.value.name, switches: $0.value.switches) }.sorted { $0.switches > $1.switches }
+        let revisionAfter = (try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite").loadSynchronously(feed: "idle").revision) ?? -1
         return Result(
-            seconds: elapsed, switches: last.total - first.total, perSecond: perSecond, threads: last.since(first),
+            seconds: elapsed, switches: perSecond.reduce(0, +), perSecond: perSecond, threads: threads,
             rssKiB: procStatusKiB(pid: pid, "VmRSS"), hwmKiB: procStatusKiB(pid: pid, "VmHWM"),
             baselineSwitches: monitorLast.total - monitorFirst.total,
             baselineRSSKiB: procStatusKiB(pid: monitor.processIdentifier, "VmRSS"),
-            feedRequests: requestsAfter - requestsBefore)
-    }
-
-    /// Feed requests the demo server has seen (its admin API, loopback only).
-    private func requestCount(_ baseURL: String) async throws -> Int {
-        let output = try runCommandQuiet(["curl", "-s", "\(baseURL)/admin/feeds/idle/requests"])
-        // {"feed":"idle","count":N,"requests":[...]}
-        if let range = output.range(of: "\"count\":") {
-            let digits = output[range.upperBound...].prefix { $0.isNumber }
-            return Int(digits) ?? -1
-        }
-        return -1
+            anonKiB: procStatusKiB(pid: pid, "RssAnon"), fileKiB: procStatusKiB(pid: pid, "RssFile"),
+            floorSwitches: floorLast.total - floorFirst.total, floorRSSKiB: procStatusKiB(pid: floor.pid, "VmRSS"),
+            commits: revisionAfter - revisionBefore)
     }
 
     public static func summary(_ result: Result, refreshSeconds: Int) -> String {
@@ -176,24 +195,11 @@ public final class IdleRig: Sendable {
           context switches (all threads): \(result.switches) = \(String(format: "%.2f", result.rate))/s (target < 1/s: \(result.rate < 1 ? "met" : "missed"))
           per second: median \(median), max \(sortedSeconds.last ?? 0), seconds at or below median \(quiet)/\(result.perSecond.count)
           per second series: \(result.perSecond.map(String.init).joined(separator: " "))
-          feed requests in the window: \(result.feedRequests)
+          pages committed from the 3 s settle before the window to its end (refreshes; the feed does not change): \(result.commits)
           busiest threads: \(busiest)
-          RSS \(String(format: "%.1f", Double(result.rssKiB) / 1024)) MiB, peak \(String(format: "%.1f", Double(result.hwmKiB) / 1024)) MiB (target < 25 MiB: \(result.rssKiB < 25 * 1024 ? "met" : "missed"))
+          RSS \(String(format: "%.1f", Double(result.rssKiB) / 1024)) MiB, peak \(String(format: "%.1f", Double(result.hwmKiB) / 1024)) MiB (target < 25 MiB: \(result.rssKiB < 25 * 1024 ? "met" : "missed")); anonymous \(String(format: "%.1f", Double(result.anonKiB) / 1024)) MiB, file-backed (binary and shared libraries) \(String(format: "%.1f", Double(result.fileKiB) / 1024)) MiB
+          runtime floor, same window: a Swift process that only awaits (reconnect-helper idle-floor): \(result.floorSwitches) switches = \(String(format: "%.2f", result.floorRate))/s, RSS \(String(format: "%.1f", Double(result.floorRSSKiB) / 1024)) MiB
           baseline, same window: ip monitor link address route: \(result.baselineSwitches) switches = \(String(format: "%.2f", result.baselineRate))/s, RSS \(String(format: "%.1f", Double(result.baselineRSSKiB) / 1024)) MiB
         """
     }
-}
-
-/// Runs a command and returns its standard output, whatever its exit status.
-func runCommandQuiet(_ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-    try process.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
 }

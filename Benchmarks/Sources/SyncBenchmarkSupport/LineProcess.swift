@@ -17,7 +17,7 @@ public final class LineProcess: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        process.environment = childEnvironment(environment ?? [:])
         let inputPipe = Pipe(), outputPipe = Pipe()
         process.standardInput = inputPipe
         process.standardOutput = outputPipe
@@ -84,4 +84,13 @@ public final class LineReader {
         }
         throw SyncRigError("\(name): no answer within \(timeout)")
     }
+}
+
+/// The environment for a helper process: ours without `LD_PRELOAD`, which the benchmark plugin
+/// sets for the benchmark runner (its malloc interposer) and which must not reach the measured
+/// helpers (syncd, the servers, the Python baseline).
+public func childEnvironment(_ overrides: [String: String] = [:]) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment
+    environment["LD_PRELOAD"] = nil
+    return environment.merging(overrides) { $1 }
 }

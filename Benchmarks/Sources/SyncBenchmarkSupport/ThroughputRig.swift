@@ -175,7 +175,8 @@ public actor ThroughputRig {
         let path = "\(directory)/python-\(index).sqlite"
         defer { Self.removeDatabase(path) }
         let script = HelperPaths.packageDirectory + "/Baselines/sync_baseline.py"
-        let output = try runCommand(["python3", script, feedURL.absoluteString, path])
+        // `env -u LD_PRELOAD`: the runner's malloc interposer stays out of the baseline.
+        let output = try runCommand(["-u", "LD_PRELOAD", "python3", script, feedURL.absoluteString, path])
         struct Report: Decodable { var items: Int; var seconds: Double }
         guard let line = output.split(separator: "\n").last,
             let report = try? JSONDecoder().decode(Report.self, from: Data(line.utf8))

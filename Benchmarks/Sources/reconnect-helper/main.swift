@@ -213,6 +213,10 @@ do {
     switch arguments.count > 1 ? arguments[1] : "" {
     case "server" where arguments.count == 4:
         try await runServer(host: arguments[2], port: Int(arguments[3]) ?? 0)
+    case "idle-floor":
+        // The idle-cost benchmark's runtime floor: a Swift process of the same toolchain that only
+        // awaits (no timers, no sockets) until stdin closes.
+        for await _ in stdinLines() {}
     case "cancel-probe" where arguments.count == 3:
         try await runCancelProbe(url: arguments[2])
     case "agent" where arguments.count == 5:
