@@ -89,7 +89,7 @@ public struct SQLiteFeedStore: FeedStore {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM feed WHERE id = ?", arguments: [feed]) else {
             return .fresh
         }
-        let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item WHERE feed = ?", arguments: [feed]) ?? 0
+        let count: Int = row["item_count"]
         let lastSync: Double? = row["last_sync_at"]
         return PersistedFeed(
             olderCursor: row["older_cursor"],
@@ -113,17 +113,17 @@ public struct SQLiteFeedStore: FeedStore {
         hook?(.began)
         try db.execute(sql: "INSERT INTO feed (id) VALUES (?) ON CONFLICT(id) DO NOTHING", arguments: [feed])
         let current = try persisted(db, feed: feed)
-        let bounds = try Row.fetchOne(
-            db,
-            sql: "SELECT MIN(position) AS low, MAX(position) AS high FROM item WHERE feed = ?",
-            arguments: [feed]
-        )
-        let low: Int? = bounds?["low"]
-        let high: Int? = bounds?["high"]
+        // Two queries, not one: SQLite answers a lone MIN or MAX from the index in O(log n), but
+        // both in one statement scan the feed's whole index range.
+        let low = try Int.fetchOne(db, sql: "SELECT MIN(position) FROM item WHERE feed = ?", arguments: [feed])
+        let high = try Int.fetchOne(db, sql: "SELECT MAX(position) FROM item WHERE feed = ?", arguments: [feed])
         let wasEmpty = current.itemCount == 0
         let count = page.items.count
 
         var inserted = 0
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO item (feed, id, position, payload) VALUES (?, ?, ?, ?) ON CONFLICT(feed, id) DO NOTHING"
+        )
         for (index, item) in page.items.enumerated() {
             // Pages are newest first; each lands wholly below, or wholly above, what is stored.
             let position: Int = switch (direction, low, high) {
@@ -131,10 +131,7 @@ public struct SQLiteFeedStore: FeedStore {
             case (.initial, _, let high?), (.newer, _, let high?): high + count - index
             default: -index
             }
-            try db.execute(
-                sql: "INSERT INTO item (feed, id, position, payload) VALUES (?, ?, ?, ?) ON CONFLICT(feed, id) DO NOTHING",
-                arguments: [feed, item.id, position, item.payload]
-            )
+            try insert.execute(arguments: [feed, item.id, position, item.payload])
             inserted += db.changesCount
         }
         hook?(.itemsWritten)
@@ -143,10 +140,10 @@ public struct SQLiteFeedStore: FeedStore {
         try db.execute(
             sql: """
                 UPDATE feed SET older_cursor = ?, newer_cursor = ?, end_reached = ?, has_loaded = 1,
-                    last_sync_at = ?, revision = revision + 1
+                    last_sync_at = ?, revision = revision + 1, item_count = item_count + ?
                 WHERE id = ?
                 """,
-            arguments: [cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, feed]
+            arguments: [cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted, feed]
         )
         hook?(.cursorsWritten)
         return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: count, inserted: inserted)

@@ -27,6 +27,14 @@ enum Schema {
                 CREATE INDEX item_order ON item(feed, position);
                 """)
         }
+        // COUNT(*) walks every item of a feed: kept as a column, updated in the same transaction
+        // as the page, a commit costs the same at 100 items as at 100,000.
+        migrator.registerMigration("v2: item count per feed") { db in
+            try db.execute(sql: """
+                ALTER TABLE feed ADD COLUMN item_count INTEGER NOT NULL DEFAULT 0;
+                UPDATE feed SET item_count = (SELECT COUNT(*) FROM item WHERE item.feed = feed.id);
+                """)
+        }
         return migrator
     }
 }
