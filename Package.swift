@@ -52,7 +52,7 @@ let package = Package(
 
         // MARK: Services
 
-        /// libnl cache-manager based monitor of links, addresses and routes.
+        /// Monitor of links, addresses (libnl cache manager) and routes (libnl-parsed, own table).
         .target(
             name: "NetlinkMonitor",
             dependencies: [
