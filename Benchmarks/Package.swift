@@ -15,8 +15,6 @@ let package = Package(
         // the directory the repository was cloned into.
         .package(name: "syncd", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
-        // The sync benchmarks' store experiment (CountedSQLiteStore); the same GRDB the root package uses.
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         /// Rigs shared by the benchmarks: process and socket accounting read from /proc, child processes.
@@ -78,7 +76,6 @@ let package = Package(
                 .product(name: "SyncCoordinator", package: "syncd"),
                 .product(name: "SyncStore", package: "syncd"),
                 .product(name: "HTTPFeedSource", package: "syncd"),
-                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         /// Both ends of the reconnect rig, each run inside one of its namespaces (built by `scripts/bench`).

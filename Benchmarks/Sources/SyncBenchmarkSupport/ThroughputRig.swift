@@ -77,7 +77,7 @@ public actor ThroughputRig {
         if record {
             pairs.append((syncd, python))
             // Decomposition, after the pair: the same stack on the two other stores.
-            for kind in [StoreKind.tuned, .memory] { variants[kind, default: []].append(try await runSyncd(index, store: kind)) }
+            for kind in [StoreKind.memory] { variants[kind, default: []].append(try await runSyncd(index, store: kind)) }
             if storeOnly == nil { storeOnly = try await measureStoreOnly() }
         }
         return (syncd, python)
@@ -111,10 +111,9 @@ public actor ThroughputRig {
 
     private var feedURL: URL { URL(string: "\(baseURL)/feeds/bulk?limit=\(pageSize)")! }
 
-    /// The store under syncd's stack: the product's, or one of the two decomposition variants.
+    /// The store under syncd's stack: the product's, or in memory to separate SQLite's share.
     public enum StoreKind: String, Sendable, CaseIterable {
         case sqlite = "SQLiteFeedStore"
-        case tuned = "TunedSQLiteStore (experiment: count column, separate MIN/MAX, cached insert)"
         case memory = "InMemoryFeedStore (no SQLite)"
     }
 
@@ -125,7 +124,6 @@ public actor ThroughputRig {
         logger.logLevel = .warning
         let store: any FeedStore = switch kind {
         case .sqlite: try SQLiteFeedStore(path: path)
-        case .tuned: try TunedSQLiteStore(path: path)
         case .memory: InMemoryFeedStore()
         }
         let client = HTTPFeedClient()
@@ -199,7 +197,7 @@ public actor ThroughputRig {
         let ratios = pairs.map { $0.syncd.itemsPerSecond / $0.python.itemsPerSecond }.sorted()
         let median = ratios.isEmpty ? 0 : ratios[ratios.count / 2]
         var decomposition: [String] = []
-        for kind in [StoreKind.tuned, .memory] {
+        for kind in [StoreKind.memory] {
             let runs = variants[kind] ?? []
             guard !runs.isEmpty else { continue }
             let rates = runs.map(\.itemsPerSecond).sorted()
