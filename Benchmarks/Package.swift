@@ -95,14 +95,14 @@ let package = Package(
         /// 100,000 items through HTTPFeedSource + SyncCoordinator + SQLiteFeedStore vs Python requests+sqlite3.
         .executableTarget(
             name: "SyncThroughput",
-            dependencies: ["SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            dependencies: ["BenchmarkSupport", "SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
             path: "Benchmarks/SyncThroughput",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         /// Carrier back → first retried request at the server; carrier loss → coordinator paused.
         .executableTarget(
             name: "ReconnectLatency",
-            dependencies: ["SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            dependencies: ["BenchmarkSupport", "SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
             path: "Benchmarks/ReconnectLatency",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),

@@ -11,23 +11,12 @@ import BenchmarkSupport
 import Foundation
 import Synchronization
 
-/// Holds the rig between the setup hook, the iterations and the teardown hook.
-final class RigHolder: Sendable {
-    let rig = Mutex<LinkLatencyRig?>(nil)
-    var current: LinkLatencyRig {
-        get throws {
-            guard let rig = rig.withLock({ $0 }) else { throw RigError("link-latency rig not set up") }
-            return rig
-        }
-    }
-}
-
 let rawMetric = BenchmarkMetric.custom("raw notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 let verdictMetric = BenchmarkMetric.custom("verdict published (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 let addedMetric = BenchmarkMetric.custom("added by monitor (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 
 let benchmarks: @Sendable () -> Void = {
-    let holder = RigHolder()
+    let holder = RigHolder<LinkLatencyRig>("link-latency")
     let iterations = Int(ProcessInfo.processInfo.environment["LINK_LATENCY_ITERATIONS"] ?? "") ?? 1000
     let warmup = 20
     Benchmark(

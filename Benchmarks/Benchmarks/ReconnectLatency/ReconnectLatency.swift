@@ -9,19 +9,10 @@
 // default 100; RECONNECT_SETTLE_ITERATIONS, default 15). Needs root.
 
 import Benchmark
+import BenchmarkSupport
 import Foundation
 import Synchronization
 import SyncBenchmarkSupport
-
-final class RigHolder: Sendable {
-    let rig = Mutex<ReconnectRig?>(nil)
-    var current: ReconnectRig {
-        get throws {
-            guard let rig = rig.withLock({ $0 }) else { throw SyncRigError("reconnect rig not set up") }
-            return rig
-        }
-    }
-}
 
 let rawDownMetric = BenchmarkMetric.custom("raw carrier-loss notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 let pausedMetric = BenchmarkMetric.custom("coordinator paused/offline (µs)", polarity: .prefersSmaller, useScalingFactor: false)
@@ -30,7 +21,7 @@ let verdictUpMetric = BenchmarkMetric.custom("online verdict (µs)", polarity: .
 let arrivalMetric = BenchmarkMetric.custom("retried request at server (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 
 func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterations: Int, warmup: Int) {
-    let holder = RigHolder()
+    let holder = RigHolder<ReconnectRig>("reconnect")
     Benchmark(
         name,
         configuration: .init(

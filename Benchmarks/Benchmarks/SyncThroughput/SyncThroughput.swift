@@ -8,26 +8,17 @@
 // Needs python3 with `requests` (checked, and installed with pip when missing).
 
 import Benchmark
+import BenchmarkSupport
 import Foundation
 import Synchronization
 import SyncBenchmarkSupport
-
-final class RigHolder: Sendable {
-    let rig = Mutex<ThroughputRig?>(nil)
-    var current: ThroughputRig {
-        get throws {
-            guard let rig = rig.withLock({ $0 }) else { throw SyncRigError("throughput rig not set up") }
-            return rig
-        }
-    }
-}
 
 let syncdMetric = BenchmarkMetric.custom("syncd (items/s)", polarity: .prefersLarger, useScalingFactor: false)
 let pythonMetric = BenchmarkMetric.custom("python baseline (items/s)", polarity: .prefersLarger, useScalingFactor: false)
 let ratioMetric = BenchmarkMetric.custom("ratio syncd/python (×100)", polarity: .prefersLarger, useScalingFactor: false)
 
 let benchmarks: @Sendable () -> Void = {
-    let holder = RigHolder()
+    let holder = RigHolder<ThroughputRig>("throughput")
     let environment = ProcessInfo.processInfo.environment
     let iterations = Int(environment["SYNC_THROUGHPUT_ITERATIONS"] ?? "") ?? 3
     let items = Int(environment["SYNC_THROUGHPUT_ITEMS"] ?? "") ?? 100_000
