@@ -21,7 +21,7 @@ public enum LinkLatencyProbe {
     }
 
     public static func run(iterations: Int, warmup: Int = 5, progress: @Sendable (Int) -> Void = { _ in }) async throws -> [Sample] {
-        let topology = try VethTopology()
+        let topology = try await VethTopology()
         let clientIndex = try await RawNetlink.linkIndex(named: VethTopology.clientLink, namespacePath: topology.client.path)
         let listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: topology.client.path))
         defer { listener.close() }
@@ -71,7 +71,7 @@ public enum LinkLatencyProbe {
             try RawNetlink.setLink(fd: control, index: clientIndex, up: true, sequence: sequence)
             sequence += 1
             _ = try await nextRaw(up: true)
-            try topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress, "dev", VethTopology.clientLink)
+            try await topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress, "dev", VethTopology.clientLink)
             _ = try await nextVerdict(\.isOnline)
         }
         return samples

@@ -15,7 +15,26 @@ public struct CommandFailed: Error, CustomStringConvertible {
     }
 }
 
-/// Runs a program to completion and returns its standard output.
+/// Runs blocking work (a child process, a socket read) on a thread of its own and awaits it.
+///
+/// Swift's cooperative pool has as many threads as there are cores: on a 2-core machine two
+/// blocked callers stall every task in the process, including servers under test. Anything that
+/// can block goes through here instead of running on the pool.
+public func onDedicatedThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// Runs a program to completion on a thread of its own and returns its standard output.
+///
+/// The form to use from async code; see ``onDedicatedThread(_:)``.
+@discardableResult
+public func runCommand(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) async throws -> String {
+    try await onDedicatedThread { try runCommand(arguments, input: input, allowFailure: allowFailure) }
+}
+
+/// Runs a program to completion, blocking the calling thread, and returns its standard output.
 ///
 /// `PATH` is searched for the program; standard error is captured for the error message.
 @discardableResult

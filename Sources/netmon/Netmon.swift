@@ -81,7 +81,7 @@ extension Netmon {
         var settle: Double = 0.5
 
         func run() async throws {
-            let topology = try VethTopology()
+            let topology = try await VethTopology()
             let monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path))
             try await monitor.start()
             defer { monitor.stop() }
@@ -93,7 +93,7 @@ extension Netmon {
                 print("\n\(title)")
                 if let namespace {
                     print("$ ip -n \(namespace.name) \(command.joined(separator: " "))")
-                    try runCommand(["ip", "-n", namespace.name] + command)
+                    try await namespace.ip(command)
                 }
                 let started = ContinuousClock.now
                 while let verdict = await verdicts.next() {

@@ -17,7 +17,7 @@ struct DemoFeedExecutableTests {
         try process.run()
         defer { if process.isRunning { process.interrupt() } }
 
-        let line = await Task.detached { readLine(from: output.fileHandleForReading) }.value
+        let line = try await onDedicatedThread { readLine(from: output.fileHandleForReading) }
         let base = try #require(line?.split(separator: " ").last.map(String.init), "no 'listening on' line")
         #expect(line?.hasPrefix("listening on http://127.0.0.1:") == true)
         #expect(!base.hasSuffix(":0"))
@@ -32,28 +32,31 @@ struct DemoFeedExecutableTests {
         #expect(driver.log.items.count == 45)
 
         process.terminate()
-        let status = await Task.detached { () -> Int32 in
+        let status = try await onDedicatedThread { () -> Int32 in
             process.waitUntilExit()
             return process.terminationStatus
-        }.value
+        }
         #expect(process.terminationReason == .exit)
         #expect(status == 0)
     }
 
     @Test("bad flags are refused with a reason and a usage exit code")
-    func badFlags() throws {
+    func badFlags() async throws {
         let path = try BuildProducts.path("demo-feed")
         for arguments in [["--fault", "explode=0.1"], ["--feed", "bad/name"], ["--latency-ms", "9-1"]] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            let errors = Pipe()
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 64, "\(arguments)")
+            let (status, message) = try await onDedicatedThread { () throws -> (Int32, String) in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: path)
+                process.arguments = arguments
+                let errors = Pipe()
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = errors
+                try process.run()
+                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                return (process.terminationStatus, message)
+            }
+            #expect(status == 64, "\(arguments)")
             #expect(message.contains("Error:"), "\(arguments): \(message)")
         }
     }

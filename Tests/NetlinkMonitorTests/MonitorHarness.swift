@@ -15,7 +15,7 @@ final class MonitorHarness: Sendable {
     private let consumer: Task<Void, Never>
 
     init(destination: Destination = .internet, configure: Bool = true, receiveBufferSize: Int = 8 << 20, settle: Duration = .zero) async throws {
-        topology = try VethTopology(configure: configure)
+        topology = try await VethTopology(configure: configure)
         monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path, receiveBufferSize: receiveBufferSize))
         try await monitor.start()
         self.destination = destination
@@ -35,13 +35,13 @@ final class MonitorHarness: Sendable {
     var latest: Verdict? { verdicts.last }
 
     /// Runs `ip` in the client namespace.
-    func client(_ arguments: String...) throws {
-        try runCommand(["ip", "-n", topology.client.name] + arguments)
+    func client(_ arguments: String...) async throws {
+        try await topology.client.ip(arguments)
     }
 
     /// Runs `ip` in the server namespace.
-    func server(_ arguments: String...) throws {
-        try runCommand(["ip", "-n", topology.server.name] + arguments)
+    func server(_ arguments: String...) async throws {
+        try await topology.server.ip(arguments)
     }
 
     /// Waits (bounded) until the latest published verdict satisfies `predicate` and the
@@ -53,13 +53,16 @@ final class MonitorHarness: Sendable {
         _ predicate: (Verdict) -> Bool
     ) async throws {
         let deadline = ContinuousClock.now + timeout
-        var dump = NetworkSnapshot()
-        while ContinuousClock.now < deadline {
+        var dump: NetworkSnapshot
+        // The last look always comes after the deadline, so a test process that was busy
+        // elsewhere for a while is judged on a fresh dump, not on one taken before the wait.
+        while true {
             dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path)
             if let latest, predicate(latest), monitor.snapshot == dump,
                predicate(ConnectivityPolicy.evaluate(dump, for: destination)) {
                 return
             }
+            if ContinuousClock.now >= deadline { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         let diff = SnapshotDiff(monitor: monitor.snapshot, kernel: dump)

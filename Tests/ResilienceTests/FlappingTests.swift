@@ -45,14 +45,14 @@ struct FlappingTests {
         for burst in 0..<Self.bursts {
             let before = log.all.count
             for _ in 0..<Self.flapsPerBurst {
-                try h.apply([side == .peer ? .peerLink(up: false) : .clientLink(up: false)], sequence: &sequence)
+                try await h.apply([side == .peer ? .peerLink(up: false) : .clientLink(up: false)], sequence: &sequence)
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...2000, using: &rng)))
-                try h.apply([side == .peer ? .peerLink(up: true) : .clientLink(up: true)], sequence: &sequence)
+                try await h.apply([side == .peer ? .peerLink(up: true) : .clientLink(up: true)], sequence: &sequence)
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...2000, using: &rng)))
             }
             if side == .client {
                 // Admin-down flushed the default route; put it back as a DHCP client would.
-                try h.apply([.ip("route replace default via \(ResilienceHarness.gateway4) dev \(ResilienceHarness.link)")], sequence: &sequence)
+                try await h.apply([.ip("route replace default via \(ResilienceHarness.gateway4) dev \(ResilienceHarness.link)")], sequence: &sequence)
             }
             // The kernel settles (carrier back, routes re-read) while the test clock stands still.
             let disagreement = try await h.waitForAgreement { ConnectivityPolicy.evaluate($0).isOnline }

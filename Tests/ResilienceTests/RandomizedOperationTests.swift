@@ -51,7 +51,7 @@ struct RandomizedOperationTests {
             let length = min(Self.steps - step, Int.random(in: 1...24, using: &rng))
             let segment = (0..<length).map { _ in Self.randomOperation(&rng) }
             history.append(contentsOf: segment.enumerated().map { "#\(step + $0.offset) \($0.element)" })
-            try h.apply(segment, sequence: &sequence)
+            try await h.apply(segment, sequence: &sequence)
             step += length
             checkpoints += 1
 

@@ -25,7 +25,7 @@ struct RegressionTests {
         }
 
         // IPv6 only: a v6 address, a v6 default route via the peer, no IPv4 default route.
-        try h.apply([
+        try await h.apply([
             .ip("address add fd00:77::1/64 dev \(ResilienceHarness.link) nodad"),
             .ip("route add ::/0 via \(ResilienceHarness.gateway6) dev \(ResilienceHarness.link)"),
             .ip("route del default"),
@@ -37,7 +37,7 @@ struct RegressionTests {
 
         // Removing an address makes the monitor re-read the route table (the kernel may have
         // flushed routes without a word); the IPv6 default route must survive that.
-        try h.apply([.ip("address del 10.77.0.21/24 dev \(ResilienceHarness.link)")], sequence: &sequence)
+        try await h.apply([.ip("address del 10.77.0.21/24 dev \(ResilienceHarness.link)")], sequence: &sequence)
         let after = try await h.waitForAgreement(ipv6Online)
         if let dump = after {
             Issue.record("after the route table was re-read: \(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump)); verdict \(String(describing: log.latest)), kernel says \(ConnectivityPolicy.evaluate(dump))")
@@ -45,7 +45,7 @@ struct RegressionTests {
         #expect(h.monitor.statistics.routeResyncs > rereads, "the address removal should have made the monitor re-read routes")
 
         // Same through a carrier loss and return on the peer side.
-        try h.apply([.peerLink(up: false), .peerLink(up: true)], sequence: &sequence)
+        try await h.apply([.peerLink(up: false), .peerLink(up: true)], sequence: &sequence)
         let flapped = try await h.waitForAgreement(ipv6Online)
         if let dump = flapped { Issue.record("after a carrier flap: \(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump))") }
     }

@@ -55,17 +55,17 @@ final class ResilienceHarness: Sendable {
     private let peerControl: Int32
 
     init() async throws {
-        client = try NetworkNamespace(prefix: "src")
-        server = try NetworkNamespace(prefix: "srs")
-        try client.ip("link", "add", Self.link, "index", "\(Self.clientIndex)", "type", "veth",
+        client = try await NetworkNamespace(prefix: "src")
+        server = try await NetworkNamespace(prefix: "srs")
+        try await client.ip("link", "add", Self.link, "index", "\(Self.clientIndex)", "type", "veth",
                       "peer", "name", Self.peerLink, "index", "\(Self.peerIndex)", "netns", server.name)
-        try server.ipBatch([
+        try await server.ipBatch([
             "address add \(Self.gateway4)/24 dev \(Self.peerLink)",
             // The peer answers for an IPv6 gateway as well, so IPv6 routes via it can be added.
             "address add \(Self.gateway6)/64 dev \(Self.peerLink) nodad",
             "link set \(Self.peerLink) up",
         ])
-        try client.ipBatch([
+        try await client.ipBatch([
             "address add 10.77.0.1/24 dev \(Self.link)",
             "link set \(Self.link) up",
             "route add default via \(Self.gateway4) dev \(Self.link)",
@@ -84,11 +84,11 @@ final class ResilienceHarness: Sendable {
 
     /// Applies `operations` in order; consecutive `ip` lines go to one `ip -force -batch`
     /// (failures such as deleting a missing route are part of the game and are ignored).
-    func apply(_ operations: [Operation], sequence: inout UInt32) throws {
+    func apply(_ operations: [Operation], sequence: inout UInt32) async throws {
         var pending: [String] = []
-        func flush() throws {
+        func flush() async throws {
             guard !pending.isEmpty else { return }
-            try runCommand(["ip", "-n", client.name, "-force", "-batch", "-"], input: pending.joined(separator: "\n") + "\n", allowFailure: true)
+            try await client.ipBatch(pending, force: true)
             pending = []
         }
         for operation in operations {
@@ -96,16 +96,16 @@ final class ResilienceHarness: Sendable {
             case .ip(let line):
                 pending.append(line)
             case .clientLink(let up):
-                try flush()
+                try await flush()
                 try RawNetlink.setLink(fd: clientControl, index: Self.clientIndex, up: up, sequence: sequence)
                 sequence &+= 1
             case .peerLink(let up):
-                try flush()
+                try await flush()
                 try RawNetlink.setLink(fd: peerControl, index: Self.peerIndex, up: up, sequence: sequence)
                 sequence &+= 1
             }
         }
-        try flush()
+        try await flush()
     }
 
     /// A fresh dump of the client namespace's tables.
@@ -117,13 +117,13 @@ final class ResilienceHarness: Sendable {
     /// that dump. Returns `nil` on success, or the last dump seen on timeout.
     func waitForAgreement(timeout: Duration = .seconds(15), _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
         let deadline = ContinuousClock.now + timeout
-        var dump = NetworkSnapshot()
-        while ContinuousClock.now < deadline {
-            dump = try await kernel()
+        // As in the monitor tests: the last comparison is made after the deadline, on a fresh dump.
+        while true {
+            let dump = try await kernel()
             if monitor.snapshot == dump && agrees(dump) { return nil }
+            if ContinuousClock.now >= deadline { return dump }
             try await Task.sleep(for: .milliseconds(5))
         }
-        return dump
     }
 }
 

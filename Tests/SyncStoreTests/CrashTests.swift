@@ -1,14 +1,18 @@
 import Foundation
+import Synchronization
 import SyncCore
 import SyncStore
 import Testing
 import TestSupport
 
 /// A running `store-writer`, read line by line and killed with SIGKILL.
-private final class Writer {
+///
+/// Every wait happens on a thread of its own (``onDedicatedThread(_:)``): the crash cases run in
+/// parallel, and a blocked cooperative thread each would stall the whole test process.
+private final class Writer: Sendable {
     let process = Process()
     private let output = Pipe()
-    private var buffer = Data()
+    private let buffer = Mutex(Data())
 
     init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: try BuildProducts.path("store-writer"))
@@ -18,28 +22,41 @@ private final class Writer {
         try process.run()
     }
 
-    /// Reads lines until one satisfies `predicate`; `nil` when the writer exits first.
-    func waitForLine(where predicate: (String) -> Bool) -> String? {
-        while true {
-            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                if predicate(line) { return line }
+    /// The next line the writer printed; `nil` once it has exited and everything was read.
+    func nextLine() async throws -> String? {
+        try await onDedicatedThread { [self] in
+            while true {
+                let line = buffer.withLock { buffer -> String? in
+                    guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+                    defer { buffer.removeSubrange(buffer.startIndex...newline) }
+                    return String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                }
+                if let line { return line }
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { return nil }
+                buffer.withLock { $0.append(chunk) }
             }
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
         }
     }
 
-    func kill() {
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+    /// Reads lines until one satisfies `predicate`; `nil` when the writer exits first.
+    func waitForLine(where predicate: (String) -> Bool) async throws -> String? {
+        while let line = try await nextLine() {
+            if predicate(line) { return line }
+        }
+        return nil
     }
 
-    func waitForExit() -> Int32 {
-        process.waitUntilExit()
-        return process.terminationStatus
+    func kill() async throws {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        _ = try await waitForExit()
+    }
+
+    func waitForExit() async throws -> Int32 {
+        try await onDedicatedThread { [process] in
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
     }
 }
 
@@ -55,9 +72,9 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         let path = dir.file("crash.sqlite")
         let pages = 6
         let writer = try Writer([path, "home", String(pages), String(stopPage), stage.rawValue])
-        let line = writer.waitForLine { $0.hasPrefix("stopped") }
+        let line = try await writer.waitForLine { $0.hasPrefix("stopped") }
         #expect(line == "stopped \(stopPage) \(stage.rawValue)")
-        writer.kill()
+        try await writer.kill()
         #expect(writer.process.terminationReason == .uncaughtSignal)
 
         let store = try SQLiteFeedStore(path: path)
@@ -70,9 +87,9 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
 
         // Resume from the stored cursors: no gap, no duplicate, nothing reloaded.
         let resumed = try Writer([path, "home", String(pages)])
-        #expect(resumed.waitForLine { $0.hasPrefix("begin") } == "begin \(stopPage)", "resumes at the lost page")
-        #expect(resumed.waitForLine { $0 == "done" } == "done")
-        #expect(resumed.waitForExit() == 0)
+        #expect(try await resumed.waitForLine { $0.hasPrefix("begin") } == "begin \(stopPage)", "resumes at the lost page")
+        #expect(try await resumed.waitForLine { $0 == "done" } == "done")
+        #expect(try await resumed.waitForExit() == 0)
         let final = try await store.items(feed: "home", offset: 0, limit: 1_000).map(\.id)
         #expect(final == expectedIDs(pages: pages))
         let after = try await store.load(feed: "home")
@@ -90,27 +107,32 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
             let writer = try Writer([path, "home", String(pages)])
             let target = Int(rng.next() % 12) + 1
             var begun = 0
-            let finished = writer.waitForLine { line in
+            let finished = try await writer.waitForLine { line in
                 if line.hasPrefix("begin") { begun += 1 }
                 return begun >= target || line == "done"
             }
             if finished == "done" {
-                _ = writer.waitForExit()
+                _ = try await writer.waitForExit()
                 break
             }
-            writer.kill()
+            try await writer.kill()
             kills += 1
             let store = try SQLiteFeedStore(path: path)
             let feed = try await store.load(feed: "home")
             let items = try await store.items(feed: "home", offset: 0, limit: 100_000).map(\.id)
             #expect(feed.itemCount % 5 == 0, "whole pages only")
             #expect(items == expectedIDs(pages: feed.itemCount / 5))
-            if feed.itemCount > 0 { #expect(feed.olderCursor == "c\(feed.itemCount / 5)") }
+            // The last page carries no older cursor: a kill after it finds the feed complete.
+            if feed.itemCount == pages * 5 {
+                #expect(feed.olderCursor == nil && feed.endReached)
+            } else if feed.itemCount > 0 {
+                #expect(feed.olderCursor == "c\(feed.itemCount / 5)")
+            }
         }
         #expect(kills > 0)
         let writer = try Writer([path, "home", String(pages)])
-        #expect(writer.waitForLine { $0 == "done" } == "done")
-        #expect(writer.waitForExit() == 0)
+        #expect(try await writer.waitForLine { $0 == "done" } == "done")
+        #expect(try await writer.waitForExit() == 0)
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 100_000).map(\.id) == expectedIDs(pages: pages))
     }

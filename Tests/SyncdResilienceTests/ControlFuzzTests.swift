@@ -37,7 +37,7 @@ extension SyncdResilienceTests {
             let watching = bystander.start()
 
             // A Watch whose client never reads, open during everything below and at shutdown.
-            let stuckWatcher = try await onThread { () throws -> RawSocket in
+            let stuckWatcher = try await onDedicatedThread { () throws -> RawSocket in
                 let connection = try RawSocket(path: socket)
                 try connection.sendMessage(#"{"method":"io.syncd.Watch","more":true}"#)
                 return connection
@@ -60,7 +60,7 @@ extension SyncdResilienceTests {
             // Half-open connections that say nothing, or half a message, and stay.
             bystander.enter("half-open")
             for index in 0..<8 {
-                let connection = try await onThread { () throws -> RawSocket in
+                let connection = try await onDedicatedThread { () throws -> RawSocket in
                     let connection = try RawSocket(path: socket)
                     if index % 2 == 1 { try connection.send(Array(#"{"method":"io.syncd.GetSt"#.utf8)) }
                     return connection
@@ -71,7 +71,7 @@ extension SyncdResilienceTests {
 
             // More connections than the limit (64), all at once and all idle.
             bystander.enter(FuzzPhase.flood.rawValue)
-            let flood = try await onThread { () throws -> FloodResult in
+            let flood = try await onDedicatedThread { () throws -> FloodResult in
                 var sockets: [RawSocket] = []
                 var refusedAtConnect = 0
                 for _ in 0..<100 {
@@ -150,7 +150,7 @@ func runConcurrently<Input: Sendable>(_ inputs: [Input], width: Int, _ work: @es
         let batch = inputs[start..<min(inputs.count, start + width)]
         start += width
         try await withThrowingTaskGroup(of: [String].self) { group in
-            for input in batch { group.addTask { try await onThread { work(input) } } }
+            for input in batch { group.addTask { try await onDedicatedThread { work(input) } } }
             for try await result in group { results += result }
         }
     }

@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 
 /// A blocking AF_UNIX stream connection that can say anything, for fuzzing the control socket.
-/// Every call blocks (bounded by `SO_RCVTIMEO`/`SO_SNDTIMEO`): use it from ``onThread(_:)``.
+/// Every call blocks (bounded by `SO_RCVTIMEO`/`SO_SNDTIMEO`): use it from ``onDedicatedThread(_:)``.
 final class RawSocket: Sendable {
     let fd: Int32
     /// Bytes received past the last message returned; only one thread reads at a time.

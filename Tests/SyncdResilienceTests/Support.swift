@@ -353,16 +353,3 @@ func waitUntilSynced(_ harness: DaemonHarness, server: DemoFeedServer, feeds: [S
     }
     return (done, last)
 }
-
-// MARK: Blocking work off the cooperative pool
-
-/// Runs blocking system calls on a thread of their own, so the two cooperative threads of a
-/// 2-core machine are never held by a socket read.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try body() })
-        }
-        thread.start()
-    }
-}

@@ -130,17 +130,17 @@ import TestSupport
         let dir = try TemporaryDirectory()
         let path = dir.file("ok.toml")
         try valid.write(toFile: path, atomically: true, encoding: .utf8)
-        let output = try runCommand([try BuildProducts.path("syncd"), "--config", path, "--check-config"])
+        let output = try await runCommand([try BuildProducts.path("syncd"), "--config", path, "--check-config"])
         #expect(output.contains("configuration OK: 2 feed(s): home, issues"))
     }
 }
 
 @Suite struct InstallTests {
-    @Test func installStagesBinariesUnitsAndConfiguration() throws {
+    @Test func installStagesBinariesUnitsAndConfiguration() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let stage = try TemporaryDirectory(prefix: "syncd-install")
         let bin = BuildProducts.directory.path
-        let output = try runCommand([root.appendingPathComponent("scripts/install").path, "--destdir", stage.path, "--bin-dir", bin])
+        let output = try await runCommand([root.appendingPathComponent("scripts/install").path, "--destdir", stage.path, "--bin-dir", bin])
         #expect(output.contains("installed into \(stage.path)"))
         for file in ["usr/local/bin/syncd", "usr/local/bin/syncctl"] {
             #expect(FileManager.default.isExecutableFile(atPath: stage.file(file)), "\(file)")
@@ -149,11 +149,11 @@ import TestSupport
             #expect(FileManager.default.fileExists(atPath: stage.file(file)), "\(file)")
         }
         // The installed example configuration is valid for the installed daemon.
-        let check = try runCommand([stage.file("usr/local/bin/syncd"), "--config", stage.file("etc/syncd/syncd.toml"), "--check-config"])
+        let check = try await runCommand([stage.file("usr/local/bin/syncd"), "--config", stage.file("etc/syncd/syncd.toml"), "--check-config"])
         #expect(check.contains("configuration OK"))
         // A second install keeps the operator's configuration.
         try "# mine\n".write(toFile: stage.file("etc/syncd/syncd.toml"), atomically: true, encoding: .utf8)
-        try runCommand([root.appendingPathComponent("scripts/install").path, "--destdir", stage.path, "--bin-dir", bin])
+        try await runCommand([root.appendingPathComponent("scripts/install").path, "--destdir", stage.path, "--bin-dir", bin])
         #expect(try String(contentsOfFile: stage.file("etc/syncd/syncd.toml"), encoding: .utf8) == "# mine\n")
     }
 }

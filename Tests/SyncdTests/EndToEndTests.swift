@@ -20,7 +20,7 @@ struct EndToEndTests {
         let client: SyncControlClient
 
         init(initialItems: Int) async throws {
-            topology = try VethTopology()
+            topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
             feedServer = try ChildProcess(
                 ["ip", "netns", "exec", topology.server.name, try BuildProducts.path("demo-feed"),
@@ -57,7 +57,7 @@ struct EndToEndTests {
 
         static func waitForServer(_ topology: VethTopology) async throws {
             for _ in 0..<200 {
-                if (try? admin(topology, "GET", "/health")) != nil { return }
+                if (try? await admin(topology, "GET", "/health")) != nil { return }
                 try await Task.sleep(for: .milliseconds(50))
             }
             throw CommandFailed(command: ["demo-feed"], status: -1, stderr: "the demo feed server did not come up")
@@ -65,16 +65,16 @@ struct EndToEndTests {
 
         /// An admin request to the feed server, from inside its namespace (admin is loopback-only).
         @discardableResult
-        static func admin(_ topology: VethTopology, _ method: String, _ path: String) throws -> String {
-            try topology.server.exec(["python3", "-c", """
+        static func admin(_ topology: VethTopology, _ method: String, _ path: String) async throws -> String {
+            try await topology.server.exec(["python3", "-c", """
                 import sys, urllib.request
                 r = urllib.request.Request("http://127.0.0.1:8080\(path)", method="\(method)")
                 sys.stdout.write(urllib.request.urlopen(r, timeout=5).read().decode())
                 """])
         }
 
-        func requestCount() throws -> Int {
-            let json = try Self.admin(topology, "GET", "/admin/feeds/demo/requests")
+        func requestCount() async throws -> Int {
+            let json = try await Self.admin(topology, "GET", "/admin/feeds/demo/requests")
             let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
             return object?["count"] as? Int ?? -1
         }
@@ -83,12 +83,13 @@ struct EndToEndTests {
         func waitForStatus(_ what: String, timeout: Duration = .seconds(60), _ predicate: (ControlStatus) -> Bool) async throws -> ControlStatus {
             let deadline = ContinuousClock.now + timeout
             var last: ControlStatus?
-            while ContinuousClock.now < deadline {
+            while true {
                 if let status = try? await client.status() {
                     last = status
                     if predicate(status) { return status }
                 }
                 #expect(daemon.isRunning, "syncd exited: \(daemon.output)")
+                if ContinuousClock.now >= deadline { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
             Issue.record("timed out waiting for \(what); last status \(String(describing: last)); syncd log:\n\(daemon.output)")
@@ -120,12 +121,12 @@ struct EndToEndTests {
         #expect(try await rig.storedIDs() == Self.ids(1...400))
 
         // A refresh that fails (503): a failed newer load waiting for its retry.
-        try Rig.admin(rig.topology, "POST", "/admin/faults?fault=status:503&count=1000&feed=demo")
+        try await Rig.admin(rig.topology, "POST", "/admin/faults?fault=status:503&count=1000&feed=demo")
         _ = try await rig.client.refresh(feed: "demo")
         status = try await rig.waitForStatus("the refresh to fail") { $0.feeds.first?.newer.phase == .failed }
 
         // The link goes: offline with its reason at once, the failed load paused, nothing sent.
-        try rig.topology.client.ip("link", "set", VethTopology.clientLink, "down")
+        try await rig.topology.client.ip("link", "set", VethTopology.clientLink, "down")
         status = try await rig.waitForStatus("offline") { s in
             !s.connectivity.isOnline && s.feeds.first?.newer.paused == true
         }
@@ -136,25 +137,25 @@ struct EndToEndTests {
         #expect(status.feeds.first?.presentation.offlineBanner != nil)
         #expect(status.feeds.first?.itemCount == 400, "loaded content stays while offline")
 
-        try Rig.admin(rig.topology, "DELETE", "/admin/faults")
-        try Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=120")
-        let requestsWhileOffline = try rig.requestCount()
+        try await Rig.admin(rig.topology, "DELETE", "/admin/faults")
+        try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=120")
+        let requestsWhileOffline = try await rig.requestCount()
         _ = try await rig.client.refresh(feed: "demo")
         _ = try await rig.client.retry(feed: "demo")
         try await Task.sleep(for: .seconds(2))
-        #expect(try rig.requestCount() == requestsWhileOffline, "requests reached the server while offline")
+        #expect(try await rig.requestCount() == requestsWhileOffline, "requests reached the server while offline")
         // The text view shows the same: offline, the reason, paused.
-        let text = try runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
+        let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
         #expect(text.contains("offline") && text.contains("no carrier") && text.contains("paused"), "\(text)")
 
         // Back: link up and the default route (the kernel flushed it) — the paused and failed
         // load runs again at once and the store catches up with what appeared meanwhile.
-        try rig.topology.client.ip("link", "set", VethTopology.clientLink, "up")
-        try rig.topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress)
+        try await rig.topology.client.ip("link", "set", VethTopology.clientLink, "up")
+        try await rig.topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress)
         status = try await rig.waitForStatus("catching up after reconnect") { s in
             s.connectivity.isOnline && s.feeds.first?.itemCount == 520 && s.feeds.first?.newer.phase == .loaded
         }
-        #expect(try rig.requestCount() > requestsWhileOffline)
+        #expect(try await rig.requestCount() > requestsWhileOffline)
         #expect(try await rig.storedIDs() == Self.ids(1...520), "the store must equal the server's feed: no gap, no duplicate")
         #expect(status.banner == nil)
 
@@ -173,13 +174,13 @@ struct EndToEndTests {
         // The temporary directory must be searchable by `nobody` for this check.
         chmod(rig.directory.path, 0o755)
         let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", syncctl]
-        let status = try runCommand(asNobody + ["status", "--json=short", "--socket", socket])
+        let status = try await runCommand(asNobody + ["status", "--json=short", "--socket", socket])
         #expect(status.contains("\"itemCount\":50"), "\(status)")
         for action in ["refresh", "older", "retry"] {
             let process = try ChildProcess(asNobody + [action, "demo", "--socket", socket], logPath: rig.directory.file("\(action).log"))
             #expect(await process.stop(signal: 0, timeout: .seconds(30)) != 0, "\(action) as nobody must fail")
             #expect(process.output.contains("permission denied"), "\(process.output)")
         }
-        #expect(try runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
+        #expect(try await runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
     }
 }

@@ -131,11 +131,3 @@ func withControlServer<R: Sendable>(
         }
     }
 }
-
-/// Runs a command on its own thread: the test process's cooperative pool has as few threads as
-/// there are cores, and a child that calls back into an in-process server must not block them.
-func runCommandOffPool(_ arguments: [String]) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try runCommand(arguments) }) }.start()
-    }
-}

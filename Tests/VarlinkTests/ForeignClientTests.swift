@@ -8,7 +8,7 @@ import Testing
 @Suite("Foreign Varlink client", .enabled(if: PythonVarlink.isInstalled || Privileges.isCI, "python3 module 'varlink' not installed (pip install varlink)"))
 struct ForeignClientTests {
     static func python(_ script: String, _ arguments: [String]) async throws -> String {
-        try await runCommandOffPool(["python3", "-c", script] + arguments)
+        try await runCommand(["python3", "-c", script] + arguments)
     }
 
     @Test func referenceClientCallsEveryKindOfMethod() async throws {

@@ -27,7 +27,7 @@ struct PermissionTests {
         let groupArguments = groups.isEmpty ? ["--clear-groups"] : ["--groups=" + groups.map(String.init).joined(separator: ",")]
         let parametersJSON = String(decoding: try JSONSerialization.data(withJSONObject: parameters), as: UTF8.self)
         let arguments = ["setpriv", "--reuid=65534", "--regid=65534"] + groupArguments + [python, "-c", script, path, method, parametersJSON]
-        let output = try await runCommandOffPool(arguments)
+        let output = try await runCommand(arguments)
         return try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any] ?? [:]
     }
 
@@ -119,16 +119,16 @@ struct PerUserConnectionLimitTests {
             nobody.standardOutput = output
             nobody.standardInput = input
             try nobody.run()
-            defer {
-                try? input.fileHandleForWriting.close()
-                nobody.waitUntilExit()
-            }
+            // On an early exit the child still ends: it stops at end of input.
+            defer { try? input.fileHandleForWriting.close() }
             // The child holds its connections until we close its stdin.
-            let line = try await Task.detached { output.fileHandleForReading.availableData }.value
+            let line = try await onDedicatedThread { output.fileHandleForReading.availableData }
             #expect(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "4")
             // Root (this process) is served while nobody holds its share.
             let status = try await SyncControlClient(socketPath: path).status()
             #expect(!status.version.isEmpty)
+            try input.fileHandleForWriting.close()
+            _ = try await onDedicatedThread { nobody.waitUntilExit() }
         }
     }
 }

@@ -12,7 +12,7 @@ struct SyncctlCommandTests {
         var stderr: String
     }
 
-    /// Runs syncctl on its own thread (see ``runCommandOffPool(_:)``) and captures everything.
+    /// Runs syncctl on its own thread (see ``runCommand(_:)``) and captures everything.
     static func syncctl(_ arguments: [String], environment: [String: String] = [:], asUser uid: Int? = nil, binary: String? = nil) async throws -> Result {
         let binary = try binary ?? BuildProducts.path("syncctl")
         let prefix = uid.map { ["setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []
@@ -21,7 +21,7 @@ struct SyncctlCommandTests {
         let directory = try makeSocketDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let out = directory + "/out", err = directory + "/err"
-        let status = try await runCommandOffPool(["env", "OUT=\(out)", "ERR=\(err)", "sh", "-c", script, "sh"] + prefix + env + [binary] + arguments)
+        let status = try await runCommand(["env", "OUT=\(out)", "ERR=\(err)", "sh", "-c", script, "sh"] + prefix + env + [binary] + arguments)
         return Result(
             status: Int32(status.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1,
             stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",

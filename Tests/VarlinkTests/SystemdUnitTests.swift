@@ -13,27 +13,27 @@ struct SystemdUnitTests {
     /// (/usr/local/bin/syncd) on a build machine. Rather than edit the unit, verify it as it is
     /// inside a scratch root that holds the unit files, systemd's own units (for
     /// sysinit.target and friends) and an executable at the ExecStart path.
-    @Test func verifyIsClean() throws {
-        let root = try makeScratchRoot()
+    @Test func verifyIsClean() async throws {
+        let root = try await makeScratchRoot()
         defer { try? FileManager.default.removeItem(atPath: root) }
         // verify exits 0 on many warnings (e.g. an unknown Type=), so any output is a failure.
-        let output = try runCommand(["sh", "-c", "systemd-analyze verify --man=no --root=\"$1\" syncd.service syncd.socket 2>&1; echo \"exit=$?\"", "sh", root])
+        let output = try await runCommand(["sh", "-c", "systemd-analyze verify --man=no --root=\"$1\" syncd.service syncd.socket 2>&1; echo \"exit=$?\"", "sh", root])
         #expect(output == "exit=0\n")
     }
 
-    @Test func securityExposureIsAtMostTwo() throws {
+    @Test func securityExposureIsAtMostTwo() async throws {
         let service = Self.unitDirectory.appendingPathComponent("syncd.service").path
-        let output = try runCommand(["systemd-analyze", "security", "--offline=true", "--threshold=20", "--no-pager", service])
+        let output = try await runCommand(["systemd-analyze", "security", "--offline=true", "--threshold=20", "--no-pager", service])
         let line = try #require(output.split(separator: "\n").first { $0.contains("Overall exposure level") })
         // "→ Overall exposure level for syncd.service: 1.3 OK 🙂"
         let score = try #require(line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) })
         #expect(score <= 2.0, "\(line)")
     }
 
-    @Test func securityThresholdGate() throws {
+    @Test func securityThresholdGate() async throws {
         // The same bound enforced by systemd-analyze itself (threshold is in tenths).
         let service = Self.unitDirectory.appendingPathComponent("syncd.service").path
-        _ = try runCommand(["systemd-analyze", "security", "--offline=true", "--threshold=20", "--no-pager", service])
+        _ = try await runCommand(["systemd-analyze", "security", "--offline=true", "--threshold=20", "--no-pager", service])
     }
 
     @Test func unitKeepsTheRequiredSettings() throws {
@@ -49,7 +49,7 @@ struct SystemdUnitTests {
         #expect(sysusers.contains("u syncd "))
     }
 
-    private func makeScratchRoot() throws -> String {
+    private func makeScratchRoot() async throws -> String {
         var template = Array("/tmp/syncd-units-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw CocoaStyleError() }
         let root = String(cString: made)
@@ -57,7 +57,7 @@ struct SystemdUnitTests {
         try fm.createDirectory(atPath: root + "/etc/systemd/system", withIntermediateDirectories: true)
         try fm.createDirectory(atPath: root + "/usr/local/bin", withIntermediateDirectories: true)
         try fm.createDirectory(atPath: root + "/usr/lib/systemd", withIntermediateDirectories: true)
-        try runCommand(["cp", "-a", "/usr/lib/systemd/system", root + "/usr/lib/systemd/"])
+        try await runCommand(["cp", "-a", "/usr/lib/systemd/system", root + "/usr/lib/systemd/"])
         for unit in ["syncd.service", "syncd.socket"] {
             try fm.copyItem(atPath: Self.unitDirectory.appendingPathComponent(unit).path, toPath: root + "/etc/systemd/system/" + unit)
         }
