@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import SyncCore
+import Synchronization
 
 /// A feed read over HTTP with RFC 8288 `Link` header pagination, as Mastodon and GitHub page.
 ///
@@ -132,22 +133,31 @@ public struct HTTPFeedSource: FeedSource {
 
     /// Bounds the whole exchange, body included: AsyncHTTPClient's deadline stops at the
     /// response head, and a server that sends headers and then stalls must still time out.
+    ///
+    /// The timer is a NIO scheduled task rather than a racing `Task.sleep`: cancelling it takes
+    /// it off the event loop, whereas a cancelled sleep still wakes the process at its deadline,
+    /// once for every request ever made, long after the answer came.
     private func withRequestTimeout(
         _ label: String, _ operation: @escaping @Sendable () async throws -> RawResponse
     ) async throws -> RawResponse {
         let timeout = configuration.requestTimeout
-        return try await withThrowingTaskGroup(of: RawResponse?.self) { group in
-            group.addTask { try await operation() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let response = first else {
-                throw FeedError(.timeout, "\(label): no complete response within \(timeout)")
-            }
-            return response
+        let work = Task { try await operation() }
+        let expired = ExpiryFlag()
+        let timer = client.http.eventLoopGroup.next().scheduleTask(in: .nanoseconds(Int64(timeout.totalNanoseconds))) {
+            expired.value.store(true, ordering: .sequentiallyConsistent)
+            work.cancel()
         }
+        defer { timer.cancel() }
+        let result = await withTaskCancellationHandler {
+            await work.result
+        } onCancel: {
+            work.cancel()
+        }
+        // A body cut short by the cancellation may even parse: the deadline decides, not the result.
+        if expired.value.load(ordering: .sequentiallyConsistent) {
+            throw FeedError(.timeout, "\(label): no complete response within \(timeout)")
+        }
+        return try result.get()
     }
 
     private static func statusError(_ response: HTTPClientResponse, label: String) -> FeedError {
@@ -187,4 +197,9 @@ public struct HTTPFeedSource: FeedSource {
         guard let minID = configuration.emptyFeedMinID else { return configuration.url.absoluteString }
         return url(configuration.url, minID: minID)
     }
+}
+
+/// Set by a request's timer when it fires.
+private final class ExpiryFlag: Sendable {
+    let value = Atomic<Bool>(false)
 }
