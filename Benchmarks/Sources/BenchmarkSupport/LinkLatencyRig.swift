@@ -32,7 +32,7 @@ public actor LinkLatencyRig {
     public private(set) var samples: [Sample] = []
 
     public init() async throws {
-        topology = try VethTopology()
+        topology = try await VethTopology()
         clientIndex = try await RawNetlink.linkIndex(named: VethTopology.clientLink, namespacePath: topology.client.path)
         listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: topology.client.path))
         control = try await RawNetlink.open(groups: 0, namespacePath: topology.client.path)
@@ -75,7 +75,7 @@ public actor LinkLatencyRig {
     public func restore() async throws {
         try RawNetlink.setLink(fd: control, index: clientIndex, up: true, sequence: nextSequence())
         _ = try await nextRaw(up: true)
-        try topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress, "dev", VethTopology.clientLink)
+        try await topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress, "dev", VethTopology.clientLink)
         _ = try await nextVerdict(\.isOnline)
     }
 

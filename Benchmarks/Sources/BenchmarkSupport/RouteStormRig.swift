@@ -60,7 +60,7 @@ public struct StormResult: Sendable {
 /// from the initial one: a monitor that lost the storm's tail would still say online.
 public enum RouteStormRig {
     public static func run(routes: Int = 100_000, helperPath: String, timeout: Duration = .seconds(300)) async throws -> StormResult {
-        let topology = try VethTopology()
+        let topology = try await VethTopology()
         let helper = try LineChild(executable: helperPath, arguments: [topology.client.path])
         defer { helper.finish() }
         guard try helper.readLine() == StormProtocol.ready else { throw RigError("storm-monitor did not start") }
@@ -102,7 +102,7 @@ public enum RouteStormRig {
         for i in 0..<routes { lines.append("route del \(stormPrefix(i))") }
 
         let start = ContinuousClock.now
-        try topology.client.ipBatch(lines)
+        try await topology.client.ipBatch(lines)
         let stormWall = ContinuousClock.now - start
 
         // Whichever finishes first is measured first; neither waits for the other.

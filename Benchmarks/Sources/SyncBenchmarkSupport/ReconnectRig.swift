@@ -57,7 +57,7 @@ public actor ReconnectRig {
         self.settle = settle
         self.inFlight = inFlight
         let helper = try HelperPaths.executable("reconnect-helper")
-        topology = try VethTopology()
+        topology = try await VethTopology()
         directory = NSTemporaryDirectory() + "reconnect-\(getpid())-\(Int.random(in: 0..<1_000_000))"
         server = try LineProcess(
             executable: "/usr/bin/env",
