@@ -19,6 +19,9 @@ actor StatusReporter {
     private var connectivity: Verdict?
     private var connectivitySince: Date?
     private(set) var statusLine = "starting"
+    /// The content rows last shown, per feed, by item id. A stored item never changes, so its
+    /// row (a JSON parse and a summary) is made once while it stays among the top rows.
+    private var rowCache: [String: [String: ControlRow]] = [:]
 
     init(
         coordinator: SyncCoordinator<ContinuousClock>, store: SQLiteFeedStore, broadcaster: StatusBroadcaster,
@@ -34,24 +37,34 @@ actor StatusReporter {
     }
 
     /// Follows feed states and `connectivity` until cancelled.
+    ///
+    /// A refresh reads every feed's state afresh, so changes that arrive while one is being
+    /// built coalesce into the next: during a backfill that commits a page every few
+    /// milliseconds the status is rebuilt as often as it can be, not once per buffered change.
     func run(connectivity verdicts: AsyncStream<Verdict>) async {
+        let (pending, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         await withDiscardingTaskGroup { group in
             group.addTask {
-                for await verdict in verdicts { await self.connectivityChanged(verdict) }
+                for await verdict in verdicts {
+                    await self.connectivityChanged(verdict)
+                    signal.yield()
+                }
             }
             group.addTask {
-                for await _ in await self.coordinator.updates() { await self.refresh() }
+                for await _ in await self.coordinator.updates() { signal.yield() }
+            }
+            group.addTask {
+                for await _ in pending { await self.refresh() }
             }
         }
     }
 
-    private func connectivityChanged(_ verdict: Verdict) async {
+    private func connectivityChanged(_ verdict: Verdict) {
         if verdict != connectivity {
             logger.notice("connectivity: \(verdict)")
             connectivity = verdict
             connectivitySince = Date()
         }
-        await refresh()
     }
 
     /// Rebuilds and publishes the status from the current state.
@@ -60,7 +73,7 @@ actor StatusReporter {
         var feeds: [ControlFeed] = []
         for state in states {
             let items = (try? await store.items(feed: state.feed, offset: 0, limit: contentRows)) ?? []
-            feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: items.map { ControlRow($0) }))
+            feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: rows(for: items, feed: state.feed)))
         }
         let control: ControlConnectivity = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
             ?? .offline(reason: .unknown, since: nil)
@@ -74,5 +87,17 @@ actor StatusReporter {
             statusLine = line
             notifier.notify("STATUS=\(line)")
         }
+    }
+
+    private func rows(for items: [FeedItem], feed: String) -> [ControlRow] {
+        let cached = rowCache[feed] ?? [:]
+        var current: [String: ControlRow] = [:]
+        let rows = items.map { item in
+            let row = cached[item.id] ?? ControlRow(item)
+            current[item.id] = row
+            return row
+        }
+        rowCache[feed] = current
+        return rows
     }
 }
