@@ -25,6 +25,10 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var requests: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
     private var timers: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
     private var background: [Task<Void, Never>] = []
+    /// The next older page, fetched while the previous one is being committed (backfill
+    /// overlaps the network with the store). Handed to the machine's next older fetch when it
+    /// asks for this cursor; cancelled otherwise.
+    private var prefetch: (origin: Direction, cursor: String, task: Task<FeedPage, any Error>)?
     private var started = false
     private var stopped = false
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
@@ -115,6 +119,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     public func stop() {
         guard !stopped else { return }
         stopped = true
+        cancelPrefetch()
         for (_, entry) in requests { entry.task.cancel() }
         for (_, entry) in timers { entry.task.cancel() }
         for task in background { task.cancel() }
@@ -170,17 +175,24 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         case .fetch(let request):
             logger.debug("fetch", metadata: ["direction": "\(request.direction)", "cursor": "\(request.cursor ?? "-")"])
             let source = self.source
+            let early = takePrefetch(for: request)
             let task = Task { [weak self] in
                 let result: Result<FeedPage, any Error>
-                do {
-                    result = .success(try await Self.fetch(request, from: source))
-                } catch {
-                    result = .failure(error)
+                if let early {
+                    result = await withTaskCancellationHandler { await early.result } onCancel: { early.cancel() }
+                } else {
+                    do {
+                        result = .success(try await Self.fetch(request, from: source))
+                    } catch {
+                        result = .failure(error)
+                    }
                 }
                 await self?.finish(request, result)
             }
             requests[request.direction] = (request.token, task)
         case .cancelFetch(let direction, let token):
+            // Offline while a page was being committed: its successor must not load either.
+            if direction == .older || direction == prefetch?.origin { cancelPrefetch() }
             if let entry = requests[direction], entry.token == token {
                 entry.task.cancel()
                 requests[direction] = nil
@@ -229,20 +241,38 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         }
         switch result {
         case .success(let page):
+            if let cursor = machine.backfillCursor(afterCommitting: page, answering: request.token, in: direction) {
+                let source = self.source
+                prefetch = (direction, cursor, Task { try await source.fetchOlder(cursor: cursor) })
+            }
             let outcome: CommitOutcome
             do {
                 outcome = try await store.commit(feed: feed, direction: direction, page: page, at: time.now)
             } catch {
+                cancelPrefetch()
                 logger.error("store commit failed", metadata: ["error": "\(error)"])
                 apply(.failed(direction, request.token, FeedError(.other, "store: \(error)")))
                 return
             }
             apply(.committed(direction, request.token, outcome))
+            // Not asked for (the backfill depth was reached, or the cursor moved): never used.
+            cancelPrefetch()
         case .failure(let error):
             let feedError = FeedError(wrapping: error)
             logger.info("load failed", metadata: ["direction": "\(direction)", "error": "\(feedError)"])
             apply(.failed(direction, request.token, feedError))
         }
+    }
+
+    private func takePrefetch(for request: FetchRequest) -> Task<FeedPage, any Error>? {
+        guard request.direction == .older, let early = prefetch, early.cursor == request.cursor else { return nil }
+        prefetch = nil
+        return early.task
+    }
+
+    private func cancelPrefetch() {
+        prefetch?.task.cancel()
+        prefetch = nil
     }
 
     private func timerFired(_ direction: Direction, _ token: FetchToken) {

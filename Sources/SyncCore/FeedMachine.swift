@@ -82,6 +82,24 @@ public struct FeedMachine: Sendable {
         lane(direction).running == token
     }
 
+    /// The cursor of the older page that committing `page`, the answer to `token` in
+    /// `direction`, will start loading at once as backfill; `nil` when no such load would start.
+    ///
+    /// Lets a driver fetch that page while this one is being committed. The machine still
+    /// decides: the driver hands the early answer only to a fetch the machine asks for with the
+    /// same cursor, and drops it otherwise.
+    public func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
+        guard direction != .newer, lane(direction).running == token, !isOffline, !backfillStalled,
+              let cursor = page.olderCursor, !page.items.isEmpty,
+              persisted.itemCount + page.items.count < configuration.backfillDepth
+        else { return nil }
+        if direction == .initial {
+            let older = lane(.older)
+            guard older.running == nil, older.timer == nil, !older.isPermanentlyFailed else { return nil }
+        }
+        return cursor
+    }
+
     /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.
     public func attempts(_ direction: Direction) -> Int {
         lane(direction).attempt

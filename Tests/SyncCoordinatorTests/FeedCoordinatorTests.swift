@@ -234,6 +234,54 @@ struct FeedCoordinatorTests {
         #expect(await source.callCount == 3)
     }
 
+    @Test func backfillFetchesTheNextOlderPageWhileThePreviousIsCommitted() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        await feed.start()
+        await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        await store.waitUntilHolding(commit: 1)
+        // The first page is still being committed, and its successor is already on its way.
+        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        await source.respond(1, page(["7", "6"], older: "6", newer: nil))
+        await store.release()
+        await store.waitUntilHolding(commit: 2)
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
+        await source.respond(2, page(["5"], older: nil, newer: nil))
+        await store.release()
+        await store.waitUntilHolding(commit: 3)
+        await store.release()
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(state.itemCount == 5)
+        #expect(try await feed.items().map(\.id) == ["9", "8", "7", "6", "5"])
+        await Task.megaYield()
+        #expect(await source.callCount == 3, "one request per page, none after the end")
+        #expect(await source.cancelled.isEmpty)
+    }
+
+    @Test func goingOfflineDuringACommitCancelsTheEarlyFetchAndNothingOfItIsStored() async throws {
+        let source = ScriptedSource(ignoresCancellation: true)
+        let store = GatedStore()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        await feed.start()
+        await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        await store.waitUntilHolding(commit: 1)
+        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        await feed.connectivityChanged(noCarrier)
+        await source.waitUntilCancelled(1)
+        await store.release()
+        await feed.waitFor { $0.hasLoaded }
+        // The early answer arrives anyway (the source ignores cancellation): it is dropped.
+        await source.respond(1, page(["late"], older: nil, newer: nil))
+        await Task.megaYield()
+        #expect(try await feed.items().map(\.id) == ["9", "8"])
+        #expect(await store.commitsStarted == 1)
+        #expect(await source.callCount == 2, "nothing is sent while offline")
+        // Back online, the older page is asked for again, by a request of its own.
+        await feed.connectivityChanged(online)
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "8"))
+    }
+
     @Test func aRestartResumesFromTheSQLiteStore() async throws {
         let path = NSTemporaryDirectory() + "coordinator-\(UUID().uuidString).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }

@@ -112,3 +112,39 @@ let origin = Date(timeIntervalSinceReferenceDate: 700_000_000)
 let online = Verdict.online(OnlinePath(link: "eth0", linkIndex: 2, family: .ipv4, route: IPPrefix("0.0.0.0/0")!, gateway: IPAddress("192.0.2.1")))
 let noCarrier = Verdict.offline(.noCarrier)
 let transient = FeedError(.httpStatus(503), "service unavailable")
+
+/// A store whose commits wait until the test lets each one through, so a test can act while a
+/// page is being committed.
+actor GatedStore: FeedStore {
+    private let inner = InMemoryFeedStore()
+    private var held: [CheckedContinuation<Void, Never>] = []
+    private var holdWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private(set) var commitsStarted = 0
+
+    func load(feed: String) async throws -> PersistedFeed { try await inner.load(feed: feed) }
+
+    func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
+        commitsStarted += 1
+        await withCheckedContinuation { continuation in
+            held.append(continuation)
+            for waiter in holdWaiters where waiter.count <= commitsStarted { waiter.continuation.resume() }
+            holdWaiters.removeAll { $0.count <= commitsStarted }
+        }
+        return try await inner.commit(feed: feed, direction: direction, page: page, at: date)
+    }
+
+    func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
+        try await inner.items(feed: feed, offset: offset, limit: limit)
+    }
+
+    /// Waits until the `count`-th commit (1-based) is being held.
+    func waitUntilHolding(commit count: Int) async {
+        if commitsStarted >= count { return }
+        await withCheckedContinuation { holdWaiters.append((count, $0)) }
+    }
+
+    /// Lets the oldest held commit go through.
+    func release() {
+        if !held.isEmpty { held.removeFirst().resume() }
+    }
+}

@@ -78,12 +78,15 @@ public actor ThroughputRig {
             pairs.append((syncd, python))
             // Decomposition, after the pair: the same stack on the two other stores.
             for kind in [StoreKind.memory] { variants[kind, default: []].append(try await runSyncd(index, store: kind)) }
+            daemonRuns.append(try await runDaemon(index))
             if storeOnly == nil { storeOnly = try await measureStoreOnly() }
         }
         return (syncd, python)
     }
 
     public private(set) var variants: [StoreKind: [Run]] = [:]
+    /// The release `syncd` binary syncing the same feed, from exec to the store showing it all.
+    public private(set) var daemonRuns: [Run] = []
     /// SQLiteFeedStore alone (no network): seconds for the first and the last 100 of the pages.
     public private(set) var storeOnly: (first: Double, last: Double, total: Double)?
 
@@ -169,6 +172,58 @@ public actor ThroughputRig {
         }
     }
 
+    /// The whole daemon: the release `syncd` binary on a TOML configuration with the one feed
+    /// (backfill to its full depth), timed from exec until its store, read from this process,
+    /// holds every item with the end reached. Includes what the in-process stack leaves out:
+    /// start-up, the netlink monitor, the status reporter and the control socket.
+    func runDaemon(_ index: Int) async throws -> Run {
+        let directory = "\(self.directory)/daemon-\(index)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let config = """
+            [daemon]
+            store = "\(directory)/syncd.sqlite"
+            control_socket = "\(directory)/io.syncd"
+            log_level = "warning"
+
+            [[feed]]
+            name = "bulk"
+            url = "\(baseURL)/feeds/bulk"
+            page_size = \(pageSize)
+            refresh_interval = "1h"
+            backfill = \(items)
+            """
+        try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
+        let syncd = Process()
+        syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
+        syncd.arguments = ["--config", "\(directory)/syncd.toml"]
+        syncd.environment = childEnvironment()
+        syncd.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        syncd.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        syncd.standardInput = FileHandle.nullDevice
+        let start = ContinuousClock.now
+        try syncd.run()
+        defer {
+            kill(syncd.processIdentifier, SIGTERM)
+            syncd.waitUntilExit()
+        }
+        // The control socket appears after the store is opened and migrated: only then is it
+        // opened here, so the two processes never race to create the schema.
+        var store: SQLiteFeedStore?
+        let deadline = start + .seconds(600)
+        while true {
+            try await Task.sleep(for: .milliseconds(10))
+            guard syncd.isRunning else { throw SyncRigError("syncd exited with status \(syncd.terminationStatus)") }
+            if store == nil, FileManager.default.fileExists(atPath: "\(directory)/io.syncd") {
+                store = try SQLiteFeedStore(path: "\(directory)/syncd.sqlite")
+            }
+            if let feed = try? store?.loadSynchronously(feed: "bulk"), feed.itemCount >= items, feed.endReached {
+                return Run(items: feed.itemCount, seconds: (ContinuousClock.now - start).seconds)
+            }
+            guard ContinuousClock.now < deadline else { throw SyncRigError("the syncd daemon did not sync the feed within 600 s") }
+        }
+    }
+
     func runPython(_ index: Int) throws -> Run {
         let path = "\(directory)/python-\(index).sqlite"
         defer { Self.removeDatabase(path) }
@@ -197,16 +252,24 @@ public actor ThroughputRig {
         let ratios = pairs.map { $0.syncd.itemsPerSecond / $0.python.itemsPerSecond }.sorted()
         let median = ratios.isEmpty ? 0 : ratios[ratios.count / 2]
         var decomposition: [String] = []
+        let pythonRates = pairs.map(\.python.itemsPerSecond).sorted()
+        let pythonMedian = pythonRates.isEmpty ? 1 : pythonRates[pythonRates.count / 2]
         for kind in [StoreKind.memory] {
             let runs = variants[kind] ?? []
             guard !runs.isEmpty else { continue }
             let rates = runs.map(\.itemsPerSecond).sorted()
-            let pythonRates = pairs.map(\.python.itemsPerSecond).sorted()
-            let pythonMedian = pythonRates.isEmpty ? 1 : pythonRates[pythonRates.count / 2]
             decomposition.append(String(
                 format: "  syncd stack on %@: median %.0f items/s (%@), %.2f× the python median",
                 kind.rawValue as NSString, rates[rates.count / 2],
                 runs.map { String(format: "%.2f s", $0.seconds) }.joined(separator: ", ") as NSString,
+                rates[rates.count / 2] / pythonMedian))
+        }
+        if !daemonRuns.isEmpty {
+            let rates = daemonRuns.map(\.itemsPerSecond).sorted()
+            decomposition.append(String(
+                format: "  the syncd daemon (release binary, exec to all stored): median %.0f items/s (%@), %.2f× the python median",
+                rates[rates.count / 2],
+                daemonRuns.map { String(format: "%.2f s", $0.seconds) }.joined(separator: ", ") as NSString,
                 rates[rates.count / 2] / pythonMedian))
         }
         if let storeOnly {
