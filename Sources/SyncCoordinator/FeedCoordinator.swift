@@ -249,14 +249,14 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             do {
                 outcome = try await store.commit(feed: feed, direction: direction, page: page, at: time.now)
             } catch {
-                cancelPrefetch()
+                cancelPrefetch(from: direction)
                 logger.error("store commit failed", metadata: ["error": "\(error)"])
                 apply(.failed(direction, request.token, FeedError(.other, "store: \(error)")))
                 return
             }
             apply(.committed(direction, request.token, outcome))
             // Not asked for (the backfill depth was reached, or the cursor moved): never used.
-            cancelPrefetch()
+            cancelPrefetch(from: direction)
         case .failure(let error):
             let feedError = FeedError(wrapping: error)
             logger.info("load failed", metadata: ["direction": "\(direction)", "error": "\(feedError)"])
@@ -273,6 +273,12 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private func cancelPrefetch() {
         prefetch?.task.cancel()
         prefetch = nil
+    }
+
+    /// Cancels the early fetch only if this direction's commit started it: a newer page committed
+    /// meanwhile must not cancel the successor of an older one.
+    private func cancelPrefetch(from direction: Direction) {
+        if prefetch?.origin == direction { cancelPrefetch() }
     }
 
     private func timerFired(_ direction: Direction, _ token: FetchToken) {
