@@ -6,7 +6,8 @@
 //
 // Three benchmarks: settle 0 and syncd's default settle of 2 s with the feed idle at the down and a
 // refresh asked for while offline, and settle 0 with a load in flight at the down (RECONNECT_ITERATIONS,
-// default 100; RECONNECT_SETTLE_ITERATIONS, default 15). Needs root.
+// default 100; RECONNECT_SETTLE_ITERATIONS, default 15). Needs root. RECONNECT_STATIC_NEIGHBOUR=1 pins
+// the server's neighbour entry (no ARP after the link returns), to tell the kernel's share apart.
 
 import Benchmark
 import BenchmarkSupport

@@ -58,6 +58,16 @@ public actor ReconnectRig {
         self.inFlight = inFlight
         let helper = try HelperPaths.executable("reconnect-helper")
         topology = try await VethTopology()
+        if ProcessInfo.processInfo.environment["RECONNECT_STATIC_NEIGHBOUR"] == "1" {
+            // Diagnostic: the server's address resolved for good, so no ARP happens after the
+            // link returns. Tells kernel neighbour resolution apart from syncd's own path.
+            let link = try await topology.server.ip("-o", "link", "show", VethTopology.serverLink)
+            guard let range = link.range(of: "link/ether "),
+                  let mac = link[range.upperBound...].split(separator: " ").first
+            else { throw SyncRigError("no MAC address in: \(link)") }
+            try await topology.client.ip("neigh", "replace", VethTopology.serverAddress, "lladdr", String(mac),
+                                         "dev", VethTopology.clientLink, "nud", "permanent")
+        }
         directory = NSTemporaryDirectory() + "reconnect-\(getpid())-\(Int.random(in: 0..<1_000_000))"
         server = try LineProcess(
             executable: "/usr/bin/env",
