@@ -104,13 +104,24 @@ struct JSONScanner {
             skipWhitespace()
             guard let quote = peek() else { throw truncated() }
             guard quote == UInt8(ascii: "\"") else { throw syntax("expected a member name but found \(describe(quote))") }
-            let key = try string()
+            let keyStart = index
+            let (key, escaped) = try skipString()
+            var isID = false
+            if captureID {
+                if escaped {
+                    // Rare: compare the decoded name, as the id member may be written with escapes.
+                    index = keyStart
+                    isID = try string() == idKey
+                } else {
+                    isID = bytes[key].elementsEqual(idKey)
+                }
+            }
             skipWhitespace()
             guard let colon = peek() else { throw truncated() }
             guard colon == UInt8(ascii: ":") else { throw syntax("expected ':' but found \(describe(colon))") }
             index += 1
             skipWhitespace()
-            if captureID, key == idKey {
+            if isID {
                 guard id == nil else { throw syntax("the id member appears twice in one item") }
                 id = try idValue()
             } else {
@@ -149,7 +160,7 @@ struct JSONScanner {
         switch c {
         case UInt8(ascii: "{"): _ = try object(depth: depth + 1, captureID: false)
         case UInt8(ascii: "["): try array(depth: depth + 1)
-        case UInt8(ascii: "\""): _ = try string()
+        case UInt8(ascii: "\""): _ = try skipString()
         case UInt8(ascii: "t"): try literal("true")
         case UInt8(ascii: "f"): try literal("false")
         case UInt8(ascii: "n"): try literal("null")
@@ -174,6 +185,42 @@ struct JSONScanner {
             index += 1
             if next == UInt8(ascii: "]") { return }
             guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or ']' but found \(describe(next))", at: index - 1) }
+        }
+    }
+
+    /// Scans a string as ``string()`` does, with the same checks, without decoding it: most
+    /// strings in a page are only stepped over. Returns the range between the quotes and whether
+    /// it holds escapes.
+    private mutating func skipString() throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
+        index += 1  // opening quote
+        let start = index
+        var escaped = false
+        while true {
+            guard index < bytes.count else { throw truncated() }
+            let c = bytes[index]
+            index += 1
+            switch c {
+            case UInt8(ascii: "\""):
+                return (start..<(index - 1), escaped)
+            case UInt8(ascii: "\\"):
+                guard index < bytes.count else { throw truncated() }
+                let e = bytes[index]
+                index += 1
+                escaped = true
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    break
+                case UInt8(ascii: "u"):
+                    _ = try hex4()
+                default:
+                    throw syntax("invalid escape \\\(describe(e))", at: index - 2)
+                }
+            case 0x00..<0x20:
+                throw syntax("unescaped control character in a string", at: index - 1)
+            default:
+                break
+            }
         }
     }
 

@@ -35,6 +35,8 @@ struct JSONPageParserTests {
     @Test("ids: strings (escapes decoded) and integers as their digits; a configurable key")
     func ids() throws {
         #expect(try parse(#"[{"id":"x\u0041\n"}]"#).map(\.id) == ["xA\n"])
+        // Member names are compared decoded: an escaped spelling of the id key is the id key.
+        #expect(try parse(#"[{"\u0069d":"e1","i\"d":"not it"}]"#).map(\.id) == ["e1"])
         #expect(try parse(#"[{"id":1296269},{"id":-3}]"#).map(\.id) == ["1296269", "-3"])
         #expect(try parse(#"[{"id":"ignored","uid":"u1","nested":{"uid":"no"}}]"#, idField: "uid").map(\.id) == ["u1"])
         #expect(try parse("[]").isEmpty)
@@ -63,6 +65,10 @@ struct JSONPageParserTests {
         #expect(malformed(#"[{"id":"1","v":01}]"#) != nil)
         #expect(malformed("[{\"id\":\"1\",\"v\":\"raw\ttab\"}]") != nil)
         #expect(malformed(#"[{"id":"1","v":"\x"}]"#) != nil)
+        #expect(malformed(#"[{"id":"1","v":"\u12G4"}]"#) != nil)
+        #expect(malformed(#"[{"id":"1","v":"\u12"#)?.contains("truncated") == true)
+        #expect(malformed(#"[{"i\qd":"1"}]"#)?.contains("invalid escape") == true)
+        #expect(malformed("[{\"id\":\"1\",\"k\u{1}\":2}]")?.contains("control character") == true)
         #expect(malformed(String(repeating: "[", count: 300) + "]") != nil)
         #expect(malformed("[{\"id\":\"1\",\"d\":" + String(repeating: "[", count: 1000) + String(repeating: "]", count: 1000) + "}]")?.contains("nesting") == true)
     }
