@@ -1,6 +1,8 @@
 import AsyncHTTPClient
+import Glibc
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import SyncCore
 
 /// Maps errors from the HTTP stack onto ``FeedError`` kinds, which is what the retry policy
@@ -22,12 +24,16 @@ enum FeedErrorClassifier {
                 return FeedError(.transport, "\(request): \(client)")
             }
         }
+        if let connection = error as? NIOConnectionError {
+            return FeedError(.transport, "\(request): \(describe(connection))")
+        }
         if let channel = error as? ChannelError {
             if case .connectTimeout = channel { return FeedError(.timeout, "\(request): connect timed out") }
             return FeedError(.transport, "\(request): \(channel)")
         }
         if let io = error as? IOError {
-            return FeedError(.transport, "\(request): \(io.description)")
+            // The system's words ("Connection refused"), not NIO's wrapping of them.
+            return FeedError(.transport, "\(request): \(String(cString: strerror(io.errnoCode)))")
         }
         if error is NIOTooManyBytesError {
             return FeedError(.tooLarge, "\(request): the body exceeds the size limit")
@@ -48,5 +54,18 @@ enum FeedErrorClassifier {
         // Connection failures from NIOPosix (NIOConnectionError with per-address errors) and
         // anything else raised below HTTP: the request did not get a usable answer.
         return FeedError(.transport, "\(request): \(error)")
+    }
+
+    /// "cannot connect to HOST port N: 127.0.0.1: Connection refused", one reason per address tried.
+    private static func describe(_ connection: NIOConnectionError) -> String {
+        if let dns = connection.dnsAError ?? connection.dnsAAAAError {
+            return "cannot resolve \(connection.host): \(dns)"
+        }
+        let reasons = connection.connectionErrors.map { failure in
+            let reason = (failure.error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(failure.error)"
+            return "\(failure.target.ipAddress ?? connection.host): \(reason)"
+        }
+        return "cannot connect to \(connection.host) port \(connection.port): "
+            + (reasons.isEmpty ? "no address to try" : reasons.joined(separator: "; "))
     }
 }

@@ -28,11 +28,17 @@ public final class HTTPFeedClient: Sendable {
 
     public init(options: Options = Options()) {
         self.options = options
+        // A failed connect is not retried inside the pool: the coordinator owns retries (backoff,
+        // jitter, Retry-After, pausing while offline), and the operator sees "connection refused"
+        // or "no route to host" at once instead of a connect timeout much later.
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        pool.retryConnectionEstablishment = false
         let configuration = HTTPClient.Configuration(
             // Redirects are not followed: a redirect could carry the bearer token to another
             // host, and a feed URL that moved is something the operator should see.
             redirectConfiguration: .disallow,
             timeout: .init(connect: .nanoseconds(Int64(options.connectTimeout.totalNanoseconds))),
+            connectionPool: pool,
             decompression: options.decompression ? .enabled(limit: .size(options.maxDecompressedBytes)) : .disabled
         )
         http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

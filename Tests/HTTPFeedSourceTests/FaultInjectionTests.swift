@@ -100,16 +100,25 @@ struct FaultInjectionTests {
         #expect(try await error(for: "reset:body")?.kind == .transport)
     }
 
-    @Test("nothing listening is a transport error")
+    @Test("nothing listening is a transport error that says so at once, not a connect timeout")
     func connectionRefused() async throws {
         let port = try await withFeedServer(.init()) { server, _ in try #require(server.port) }
-        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(2)))
-        let source = try HTTPFeedSource(
-            configuration: .init(url: URL(string: "http://127.0.0.1:\(port)/feeds/home")!, requestTimeout: .seconds(5)),
-            client: client, logger: quietLogger)
-        let error = await expectFeedError { try await source.fetchInitial() }
+        // Long timeouts: a pool that retried the refused connect would end in a timeout instead.
+        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(60)))
+        for (host, expected) in [
+            ("127.0.0.1", "GET http://127.0.0.1:\(port)/feeds/home: Connection refused"),
+            // A name: every address it resolves to is tried, and each one's reason is given.
+            ("localhost", "cannot connect to localhost port \(port): "),
+        ] {
+            let source = try HTTPFeedSource(
+                configuration: .init(url: URL(string: "http://\(host):\(port)/feeds/home")!, requestTimeout: .seconds(90)),
+                client: client, logger: quietLogger)
+            let error = await expectFeedError { try await source.fetchInitial() }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            #expect(error?.message.contains(expected) == true, "\(String(describing: error))")
+            #expect(error?.message.contains("Connection refused") == true, "\(String(describing: error))")
+        }
         try await client.shutdown()
-        #expect(error?.kind == .transport, "\(String(describing: error))")
     }
 
     @Test("cancellation stops a stalled request promptly with CancellationError")
