@@ -31,9 +31,8 @@ enum FeedErrorClassifier {
             if case .connectTimeout = channel { return FeedError(.timeout, "\(request): connect timed out") }
             return FeedError(.transport, "\(request): \(channel)")
         }
-        if let io = error as? IOError {
-            // The system's words ("Connection refused"), not NIO's wrapping of them.
-            return FeedError(.transport, "\(request): \(String(cString: strerror(io.errnoCode)))")
+        if error is IOError {
+            return FeedError(.transport, "\(request): \(reason(error))")
         }
         if error is NIOTooManyBytesError {
             return FeedError(.tooLarge, "\(request): the body exceeds the size limit")
@@ -62,10 +61,14 @@ enum FeedErrorClassifier {
             return "cannot resolve \(connection.host): \(dns)"
         }
         let reasons = connection.connectionErrors.map { failure in
-            let reason = (failure.error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(failure.error)"
-            return "\(failure.target.ipAddress ?? connection.host): \(reason)"
+            "\(failure.target.ipAddress ?? connection.host): \(reason(failure.error))"
         }
         return "cannot connect to \(connection.host) port \(connection.port): "
             + (reasons.isEmpty ? "no address to try" : reasons.joined(separator: "; "))
+    }
+
+    /// The system's words for a socket error ("Connection refused"), not NIO's wrapping of them.
+    private static func reason(_ error: any Error) -> String {
+        (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
     }
 }

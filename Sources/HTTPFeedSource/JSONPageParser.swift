@@ -188,9 +188,8 @@ struct JSONScanner {
         }
     }
 
-    /// Scans a string as ``string()`` does, with the same checks, without decoding it: most
-    /// strings in a page are only stepped over. Returns the range between the quotes and whether
-    /// it holds escapes.
+    /// Scans and checks a string without decoding it: most strings in a page are only stepped
+    /// over. Returns the range between the quotes and whether it holds escapes.
     private mutating func skipString() throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
         index += 1  // opening quote
         let start = index
@@ -225,49 +224,51 @@ struct JSONScanner {
     }
 
     /// Scans a string and returns its decoded UTF-8 bytes.
+    ///
+    /// ``skipString()`` checks it; the escapes, if any, are then decoded from the checked bytes.
     private mutating func string() throws(JSONSyntaxError) -> [UInt8] {
-        index += 1  // opening quote
+        let (range, escaped) = try skipString()
+        guard escaped else { return Array(bytes[range]) }
+        let end = index
+        defer { index = end }
+        index = range.lowerBound
         var decoded: [UInt8] = []
-        while true {
-            guard let c = peek() else { throw truncated() }
+        while index < range.upperBound {
+            let c = bytes[index]
             index += 1
-            switch c {
-            case UInt8(ascii: "\""):
-                return decoded
-            case UInt8(ascii: "\\"):
-                guard let e = peek() else { throw truncated() }
-                index += 1
-                switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(e)
-                case UInt8(ascii: "b"): decoded.append(0x08)
-                case UInt8(ascii: "f"): decoded.append(0x0C)
-                case UInt8(ascii: "n"): decoded.append(0x0A)
-                case UInt8(ascii: "r"): decoded.append(0x0D)
-                case UInt8(ascii: "t"): decoded.append(0x09)
-                case UInt8(ascii: "u"):
-                    var unit = try hex4()
-                    if (0xD800...0xDBFF).contains(unit), peek() == UInt8(ascii: "\\"), index + 1 < bytes.count,
-                        bytes[index + 1] == UInt8(ascii: "u") {
-                        index += 2
-                        let low = try hex4()
-                        if (0xDC00...0xDFFF).contains(low) {
-                            unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
-                        } else {
-                            decoded.append(contentsOf: Array(String(Unicode.Scalar(0xFFFD)!).utf8))
-                            unit = low
-                        }
-                    }
-                    let scalar = Unicode.Scalar(unit) ?? Unicode.Scalar(0xFFFD)!
-                    decoded.append(contentsOf: Array(String(scalar).utf8))
-                default:
-                    throw syntax("invalid escape \\\(describe(e))", at: index - 2)
-                }
-            case 0x00..<0x20:
-                throw syntax("unescaped control character in a string", at: index - 1)
-            default:
+            guard c == UInt8(ascii: "\\") else {
                 decoded.append(c)
+                continue
+            }
+            let e = bytes[index]
+            index += 1
+            switch e {
+            case UInt8(ascii: "b"): decoded.append(0x08)
+            case UInt8(ascii: "f"): decoded.append(0x0C)
+            case UInt8(ascii: "n"): decoded.append(0x0A)
+            case UInt8(ascii: "r"): decoded.append(0x0D)
+            case UInt8(ascii: "t"): decoded.append(0x09)
+            case UInt8(ascii: "u"):
+                var unit = try hex4()
+                if (0xD800...0xDBFF).contains(unit), index + 1 < range.upperBound,
+                    bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
+                    index += 2
+                    let low = try hex4()
+                    if (0xDC00...0xDFFF).contains(low) {
+                        unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                    } else {
+                        decoded.append(contentsOf: Array(String(Unicode.Scalar(0xFFFD)!).utf8))
+                        unit = low
+                    }
+                }
+                let scalar = Unicode.Scalar(unit) ?? Unicode.Scalar(0xFFFD)!
+                decoded.append(contentsOf: Array(String(scalar).utf8))
+            default:
+                // `"`, `\\` and `/` stand for themselves; skipString() let no other escape through.
+                decoded.append(e)
             }
         }
+        return decoded
     }
 
     private mutating func hex4() throws(JSONSyntaxError) -> UInt32 {

@@ -162,9 +162,9 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     /// Rows per multi-row INSERT: four parameters each, well inside SQLite's limit of 32,766.
-    static let rowsPerInsert = 250
+    private static let rowsPerInsert = 250
 
-    static func insertSQL(rows: Int) -> String {
+    private static func insertSQL(rows: Int) -> String {
         "INSERT INTO item (feed, id, position, payload) VALUES "
             + repeatElement("(?, ?, ?, ?)", count: rows).joined(separator: ", ")
             + " ON CONFLICT(feed, id) DO NOTHING"

@@ -35,6 +35,8 @@ struct JSONPageParserTests {
     @Test("ids: strings (escapes decoded) and integers as their digits; a configurable key")
     func ids() throws {
         #expect(try parse(#"[{"id":"x\u0041\n"}]"#).map(\.id) == ["xA\n"])
+        #expect(try parse(#"[{"id":"\ud83c\udf89\/\"\\"},{"id":"\ud83cA"},{"id":"\ud83c\u0041B"}]"#).map(\.id)
+                == ["🎉/\"\\", "\u{FFFD}A", "\u{FFFD}AB"])
         // Member names are compared decoded: an escaped spelling of the id key is the id key.
         #expect(try parse(#"[{"\u0069d":"e1","i\"d":"not it"}]"#).map(\.id) == ["e1"])
         #expect(try parse(#"[{"id":1296269},{"id":-3}]"#).map(\.id) == ["1296269", "-3"])
