@@ -212,7 +212,7 @@ let package = Package(
         .testTarget(name: "SyncdTests", dependencies: ["SyncDaemon", "SyncControl", "DemoFeedServer", "TestSupport"]),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
-        .target(name: "TestSupport", dependencies: ["NetlinkProbe", "SyncCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport"),
     ],
     swiftLanguageModes: [.v6]
 )

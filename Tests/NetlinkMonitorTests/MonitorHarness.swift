@@ -77,24 +77,6 @@ final class Recorder: Sendable {
     let values = Mutex<[Verdict]>([])
 }
 
-/// A short human-readable difference between two snapshots, for failure messages.
-struct SnapshotDiff: CustomStringConvertible {
-    var monitor: NetworkSnapshot
-    var kernel: NetworkSnapshot
-
-    var description: String {
-        if monitor == kernel { return "equal" }
-        var parts: [String] = []
-        let extraRoutes = Set(monitor.routes).subtracting(kernel.routes)
-        let missingRoutes = Set(kernel.routes).subtracting(monitor.routes)
-        if !extraRoutes.isEmpty { parts.append("stale routes \(extraRoutes.map(\.destination.description).sorted())") }
-        if !missingRoutes.isEmpty { parts.append("missing routes \(missingRoutes.map(\.destination.description).sorted())") }
-        if monitor.links != kernel.links { parts.append("links differ: \(monitor.links) vs \(kernel.links)") }
-        if monitor.addresses != kernel.addresses { parts.append("addresses differ: \(monitor.addresses) vs \(kernel.addresses)") }
-        return parts.joined(separator: "; ")
-    }
-}
-
 extension Verdict {
     func isOffline(_ reason: OfflineReason) -> Bool { self == .offline(reason) }
     func isOnline(via link: String, family: AddressFamily = .ipv4) -> Bool {

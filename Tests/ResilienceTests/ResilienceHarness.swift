@@ -126,23 +126,3 @@ final class ResilienceHarness: Sendable {
         }
     }
 }
-
-/// A short human-readable difference between two snapshots, for failure messages.
-struct SnapshotDiff: CustomStringConvertible {
-    var monitor: NetworkSnapshot
-    var kernel: NetworkSnapshot
-
-    var description: String {
-        if monitor == kernel { return "snapshots equal" }
-        var parts: [String] = []
-        func list<T: Hashable>(_ name: String, _ mine: [T], _ theirs: [T]) {
-            let extra = Set(mine).subtracting(theirs), missing = Set(theirs).subtracting(mine)
-            if !extra.isEmpty { parts.append("\(name) only in monitor: \(extra.map { "\($0)" }.sorted())") }
-            if !missing.isEmpty { parts.append("\(name) only in kernel: \(missing.map { "\($0)" }.sorted())") }
-        }
-        list("links", monitor.links, kernel.links)
-        list("addresses", monitor.addresses, kernel.addresses)
-        list("routes", monitor.routes, kernel.routes)
-        return parts.joined(separator: "\n  ")
-    }
-}
