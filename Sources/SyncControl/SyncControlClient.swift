@@ -94,6 +94,8 @@ public struct SyncControlClient: Sendable {
     static func translate(_ error: any Error, method: String, socketPath: String) -> any Error {
         switch error {
         case let error as VarlinkConnectError:
+            // A socket we may not open means syncd may well be running: say what is wrong.
+            if error.errno == EACCES || error.errno == EPERM { return SyncControlError.socketAccessDenied(socket: socketPath) }
             return SyncControlError.unreachable(socket: socketPath, reason: error.reason)
         case let error as VarlinkError:
             switch error.name {

@@ -40,6 +40,8 @@ public enum SyncControlError: Error, Sendable, Hashable, CustomStringConvertible
     case permissionDenied(method: String)
     /// syncd is not reachable (client side only).
     case unreachable(socket: String, reason: String)
+    /// The socket exists but this user may not connect to it (EACCES; client side only).
+    case socketAccessDenied(socket: String)
     /// Any other error reply (client side only).
     case remote(VarlinkErrorDescription)
 
@@ -50,6 +52,7 @@ public enum SyncControlError: Error, Sendable, Hashable, CustomStringConvertible
         case .notReady(let feed, let reason): "feed '\(feed)' is not ready: \(reason)"
         case .permissionDenied(let method): "permission denied: \(method) needs root or membership in syncd's control group"
         case .unreachable(let socket, let reason): "syncd is not running (cannot connect to \(socket): \(reason))"
+        case .socketAccessDenied(let socket): "permission denied: cannot connect to \(socket) (Permission denied); run as root or as a user allowed to use the socket"
         case .remote(let error): error.text
         }
     }

@@ -31,15 +31,23 @@ public final class SyncControlServer: Sendable {
         /// Reported by `org.varlink.service.GetInfo`.
         public var version: String
 
+        /// syncd's bound for `ListItems`' `limit` (1 up to this), as documented in the IDL.
+        public static let standardMaxItemsPerPage = 500
+        /// syncd's page size when `ListItems` gives no `limit`.
+        public static let standardItemsPerPage = 50
+        /// Idle connections (no call running, nothing received) are closed after this.
+        public var idleTimeout: Duration
+
         public init(
             socketPath: String = SyncControlClient.defaultSocketPath,
             controlGroup: String? = "syncd",
             useSocketActivation: Bool = true,
             maxConnections: Int = 64,
             maxMessageSize: Int = 64 * 1024,
-            maxItemsPerPage: Int = 500,
-            defaultItemsPerPage: Int = 50,
-            version: String
+            maxItemsPerPage: Int = Configuration.standardMaxItemsPerPage,
+            defaultItemsPerPage: Int = Configuration.standardItemsPerPage,
+            version: String,
+            idleTimeout: Duration = .seconds(60)
         ) {
             self.socketPath = socketPath
             self.controlGroup = controlGroup
@@ -49,6 +57,7 @@ public final class SyncControlServer: Sendable {
             self.maxItemsPerPage = maxItemsPerPage
             self.defaultItemsPerPage = defaultItemsPerPage
             self.version = version
+            self.idleTimeout = idleTimeout
         }
     }
 
@@ -75,7 +84,7 @@ public final class SyncControlServer: Sendable {
         }
         server = VarlinkServer(
             service: service,
-            configuration: .init(listen: listen, maxConnections: configuration.maxConnections, maxMessageSize: configuration.maxMessageSize),
+            configuration: .init(listen: listen, maxConnections: configuration.maxConnections, maxMessageSize: configuration.maxMessageSize, idleTimeout: configuration.idleTimeout),
             logger: logger
         )
     }
@@ -85,10 +94,15 @@ public final class SyncControlServer: Sendable {
         try await server.run()
     }
 
-    /// Returns once clients can connect (or ``run()`` failed).
-    public func waitUntilListening() async {
+    /// Returns `true` once clients can connect, `false` when ``run()`` failed to listen (for
+    /// instance because another instance serves the socket).
+    @discardableResult
+    public func waitUntilListening() async -> Bool {
         await server.waitUntilListening()
     }
+
+    /// Connections being served now (each holds one slot).
+    public var connectionCount: Int { server.connectionCount }
 
     /// Whether the socket came from systemd rather than being bound here.
     public var isSocketActivated: Bool {
@@ -156,7 +170,7 @@ public final class SyncControlServer: Sendable {
             case .invalidCursor(let after): throw VarlinkError("io.syncd.InvalidCursor", parameters: ["after": .string(after)])
             case .notReady(let feed, let reason): throw VarlinkError("io.syncd.NotReady", parameters: ["feed": .string(feed), "reason": .string(reason)])
             case .permissionDenied: throw VarlinkError.permissionDenied
-            case .unreachable, .remote: throw VarlinkError("io.syncd.InternalError", parameters: ["message": .string(error.description)])
+            case .unreachable, .socketAccessDenied, .remote: throw VarlinkError("io.syncd.InternalError", parameters: ["message": .string(error.description)])
             }
         }
     }

@@ -6,6 +6,9 @@
 public enum SyncdInterface {
     public static let name = "io.syncd"
 
+    /// The version of syncd and syncctl, one number for both (they ship together).
+    public static let version = "0.1.0"
+
     public static let description = """
     # Control interface of syncd, the connectivity-aware feed sync agent.
     #
@@ -114,20 +117,25 @@ public enum SyncdInterface {
     # The current status.
     method GetStatus() -> (status: Status)
 
-    # The current status, then a new one whenever anything changes. Needs 'more'.
+    # The current status, then a new one whenever anything changes. Needs 'more';
+    # 'oneway' together with 'more' is refused (InvalidParameter oneway) and the
+    # connection is closed.
     method Watch() -> (status: Status)
 
     # Loads newer items of one feed, or of every feed when feed is omitted.
     method Refresh(feed: ?string) -> (feeds: []string)
 
-    # Loads the next older page.
+    # Loads the next older page. feeds: the feeds now loading older items (empty
+    # when none could start). A named feed that cannot load (first load not done,
+    # end of feed reached, offline) gets NotReady with the reason instead.
     method LoadOlder(feed: ?string) -> (feeds: []string)
 
     # Retries failed loads now, without waiting for the backoff.
     method Retry(feed: ?string) -> (feeds: []string)
 
     # Stored items, newest first. after: the id of the last item of the previous page.
-    # next is set when more items follow.
+    # next is set when more items follow. limit: 1 to 500, default 50; anything
+    # else (0, -3, 1.5, 1e300) is InvalidParameter limit.
     method ListItems(feed: string, limit: ?int, after: ?string) -> (items: []Item, next: ?string)
 
     error FeedNotFound (feed: string)

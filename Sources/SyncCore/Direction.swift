@@ -53,9 +53,13 @@ public struct DirectionState: Sendable, Hashable {
     public var load: LoadState
     /// Waiting for connectivity. Never true while ``load`` is `.loading`.
     public var paused: Bool
+    /// While ``load`` is `.loading` again after a failure: that failure. A client keeps
+    /// showing it ("retrying…") instead of flashing back to a loading view on every retry.
+    public var retrying: LoadFailure?
 
-    public init(load: LoadState = .idle, paused: Bool = false) {
+    public init(load: LoadState = .idle, paused: Bool = false, retrying: LoadFailure? = nil) {
         self.load = load
         self.paused = paused
+        self.retrying = retrying
     }
 }

@@ -25,6 +25,8 @@ public struct FeedMachine: Sendable {
     private var started = false
     /// Set when an automatic older load added nothing, so backfill cannot spin on a stuck cursor.
     private var backfillStalled = false
+    /// Items the latest refresh (newer load, over all its pages) brought in.
+    private var newItems = 0
     private var lastToken: UInt64 = 0
     private var effects: [FeedEffect] = []
     private var now = Date(timeIntervalSinceReferenceDate: 0)
@@ -70,7 +72,8 @@ public struct FeedMachine: Sendable {
             endReached: persisted.hasLoaded && persisted.endReached,
             itemCount: persisted.itemCount,
             offline: offline,
-            lastSyncAt: persisted.lastSyncAt
+            lastSyncAt: persisted.lastSyncAt,
+            newItems: newItems
         )
     }
 
@@ -112,7 +115,7 @@ public struct FeedMachine: Sendable {
 
     private func publicState(_ direction: Direction) -> DirectionState {
         let lane = lane(direction)
-        return DirectionState(load: lane.load, paused: lane.paused)
+        return DirectionState(load: lane.load, paused: lane.paused, retrying: lane.load.isLoading ? lane.restore.failure : nil)
     }
 
     private func lane(_ direction: Direction) -> Lane {
@@ -198,6 +201,8 @@ public struct FeedMachine: Sendable {
             pause(direction)
             return
         }
+        // A new refresh: the count of new items restarts (later pages of the same refresh add to it).
+        if direction == .newer { newItems = 0 }
         begin(direction)
     }
 
@@ -285,6 +290,7 @@ public struct FeedMachine: Sendable {
 
         switch direction {
         case .newer:
+            newItems += outcome.inserted
             // min_id semantics: keep going while pages bring new items; an empty page means caught up.
             if outcome.pageItemCount > 0, outcome.inserted > 0, persisted.newerCursor != nil {
                 begin(.newer)

@@ -33,6 +33,8 @@ public struct FeedState: Sendable, Hashable {
     public var offline: OfflineBanner?
     /// When a page was last committed.
     public var lastSyncAt: Date?
+    /// Items the latest refresh brought in (0 until one does).
+    public var newItems: Int
 
     public init(
         feed: String,
@@ -43,7 +45,8 @@ public struct FeedState: Sendable, Hashable {
         endReached: Bool = false,
         itemCount: Int = 0,
         offline: OfflineBanner? = nil,
-        lastSyncAt: Date? = nil
+        lastSyncAt: Date? = nil,
+        newItems: Int = 0
     ) {
         self.feed = feed
         self.initial = initial
@@ -54,6 +57,7 @@ public struct FeedState: Sendable, Hashable {
         self.itemCount = itemCount
         self.offline = offline
         self.lastSyncAt = lastSyncAt
+        self.newItems = newItems
     }
 
     public subscript(direction: Direction) -> DirectionState {

@@ -26,12 +26,16 @@ public struct Presentation: Sendable, Hashable {
         /// When it is retried automatically; `nil` when not (permanent, budget spent, offline).
         public var nextRetryAt: Date?
         public var attempt: Int
+        /// The automatic (or requested) retry is running now; the error stays on screen
+        /// until it succeeds or fails again.
+        public var isRetrying: Bool
 
-        public init(message: String, isPermanent: Bool, nextRetryAt: Date?, attempt: Int) {
+        public init(message: String, isPermanent: Bool, nextRetryAt: Date?, attempt: Int, isRetrying: Bool = false) {
             self.message = message
             self.isPermanent = isPermanent
             self.nextRetryAt = nextRetryAt
             self.attempt = attempt
+            self.isRetrying = isRetrying
         }
     }
 
@@ -67,6 +71,8 @@ public struct Presentation: Sendable, Hashable {
     public var olderFooter: Footer?
     /// A failed newer load.
     public var newerNotice: Notice?
+    /// Items the latest refresh brought in, for a "↑ N new items" notice (0: none).
+    public var newItems: Int
     /// A newer load runs (a pull-to-refresh indicator).
     public var isRefreshing: Bool
 
@@ -76,18 +82,22 @@ public struct Presentation: Sendable, Hashable {
     public init(state: FeedState, skeletonRows: Int = Presentation.defaultSkeletonRows) {
         offlineBanner = state.offline
         guard state.hasLoaded else {
-            if let failure = state.initial.load.failure {
+            // A retry of a failed first load keeps the error on screen: error → skeleton →
+            // error on every attempt would flicker.
+            if let failure = state.initial.load.failure ?? state.initial.retrying {
                 main = .error(ErrorView(
                     message: failure.error.message,
                     isPermanent: failure.error.isPermanent,
                     nextRetryAt: failure.nextRetryAt,
-                    attempt: failure.attempt
+                    attempt: failure.attempt,
+                    isRetrying: state.initial.load.isLoading
                 ))
             } else {
                 main = .skeleton(rows: max(0, skeletonRows))
             }
             olderFooter = nil
             newerNotice = nil
+            newItems = 0
             isRefreshing = false
             return
         }
@@ -96,6 +106,7 @@ public struct Presentation: Sendable, Hashable {
         newerNotice = state.newer.load.failure.map {
             Notice(message: $0.error.message, attempt: $0.attempt, nextRetryAt: $0.nextRetryAt)
         }
+        newItems = state.newItems
         olderFooter = state.itemCount == 0 ? nil : Self.footer(for: state)
     }
 

@@ -34,7 +34,31 @@ struct DaemonControlHandler: SyncControlHandler {
             throw SyncControlError.notReady(feed: feed, reason: "the first load has not succeeded yet")
         }
         await coordinator.loadOlder(feed: feed)
-        return targets
+        // Answer with the feeds that are loading older items now, not the ones asked about: a
+        // feed at its end, offline or not loaded yet starts nothing, and saying otherwise
+        // would promise a page that never comes.
+        var loading: [String] = []
+        var reason = "there is nothing older to load"
+        for name in targets {
+            guard let state = await coordinator.feed(name)?.state else { continue }
+            if state.older.load.isLoading {
+                loading.append(name)
+            } else {
+                reason = Self.whyNoOlderLoad(state)
+            }
+        }
+        if let feed, loading.isEmpty {
+            throw SyncControlError.notReady(feed: feed, reason: reason)
+        }
+        return loading
+    }
+
+    /// Why a load-older request started nothing for this feed.
+    static func whyNoOlderLoad(_ state: FeedState) -> String {
+        if !state.hasLoaded { return "the first load has not succeeded yet" }
+        if state.endReached { return "the end of the feed is reached" }
+        if state.older.paused { return "offline; older items load when the connection returns" }
+        return "there is nothing older to load"
     }
 
     func retry(feed: String?) async throws -> [String] {

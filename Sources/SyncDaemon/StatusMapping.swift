@@ -39,7 +39,9 @@ enum StatusMapping {
         case .end: footer = .end
         case .paused, nil: footer = nil
         }
+        // A failed refresh outranks the count of the one before it.
         let notice: ControlNewerNotice? = p.newerNotice.map { .error($0.message) }
+            ?? (p.newItems > 0 ? .newItems(count: p.newItems) : nil)
         return ControlPresentation(main: main, offlineBanner: banner(p.offlineBanner), olderFooter: footer, newerNotice: notice)
     }
 

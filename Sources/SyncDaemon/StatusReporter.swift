@@ -59,7 +59,8 @@ actor StatusReporter {
         }
     }
 
-    private func connectivityChanged(_ verdict: Verdict) {
+    /// Records a connectivity verdict (from the stream, or the monitor's current one at start).
+    func connectivityChanged(_ verdict: Verdict) {
         if verdict != connectivity {
             logger.notice("connectivity: \(verdict)")
             connectivity = verdict

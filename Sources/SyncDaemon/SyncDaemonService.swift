@@ -14,7 +14,7 @@ import SyncStore
 /// SQLite store; the Varlink control server answers from the same state, and systemd hears
 /// READY=1, STATUS=, WATCHDOG=1 and STOPPING=1.
 public struct SyncDaemonService: Service {
-    public static let version = "0.1.0"
+    public static let version = SyncdInterface.version
 
     public let configuration: DaemonConfiguration
     let logger: Logger
@@ -103,11 +103,17 @@ public struct SyncDaemonService: Service {
                 try? await gracefulShutdown()
                 return .shutdownRequested
             }
-            await server.waitUntilListening()
-            await coordinator.start()
-            await reporter.refresh()
-            notifier.notify("READY=1", "STATUS=\(await reporter.statusLine)")
-            logger.info("syncd ready", metadata: ["feeds": "\(configuration.feeds.count)", "socket": "\(configuration.controlSocketPath)"])
+            // READY=1 means clients can connect and see a verdict: only once the socket is bound
+            // (a second instance fails here and never reports ready) and the status carries the
+            // connectivity the monitor already knows, not "unknown".
+            let listening = await server.waitUntilListening()
+            if listening {
+                await coordinator.start()
+                await reporter.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: .internet))
+                await reporter.refresh()
+                notifier.notify("READY=1", "STATUS=\(await reporter.statusLine)")
+                logger.info("syncd ready", metadata: ["feeds": "\(configuration.feeds.count)", "socket": "\(configuration.controlSocketPath)"])
+            }
 
             var ending = Ending.helperEnded
             while let next = await group.next() {
@@ -115,8 +121,10 @@ public struct SyncDaemonService: Service {
                 if case .helperEnded = next { continue }
                 break
             }
-            notifier.notify("STOPPING=1", "STATUS=stopping")
-            logger.info("syncd stopping")
+            if listening {
+                notifier.notify("STOPPING=1", "STATUS=stopping")
+                logger.info("syncd stopping")
+            }
             // In-flight requests are cancelled; a page is committed in one transaction, so a
             // commit either finished or never happened.
             await coordinator.stop()
@@ -129,7 +137,6 @@ public struct SyncDaemonService: Service {
             logger.critical("control socket failed", metadata: ["socket": "\(configuration.controlSocketPath)", "error": "\(error)"])
             throw error
         }
-        try? await client.shutdown()
     }
 
     /// Under systemd, RuntimeDirectory= makes it; by hand, the daemon does.

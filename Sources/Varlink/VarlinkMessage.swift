@@ -38,10 +38,17 @@ public struct VarlinkCall: Sendable, Hashable {
     /// malformed message costs the client one error reply and nothing else.
     public static func decode(_ bytes: some Collection<UInt8>) throws(VarlinkError) -> VarlinkCall {
         let value: JSONValue
-        do {
-            value = try VarlinkCoding.makeDecoder().decode(JSONValue.self, from: Data(bytes))
+        do throws(StrictJSON.Failure) {
+            value = try StrictJSON.parse(bytes)
         } catch {
-            throw .invalidParameter("message is not valid JSON")
+            // A problem inside a member is reported by that member's name (`limit` for a
+            // duplicate or out-of-range limit, `method` for a second method); one in the
+            // message's framing only as not valid JSON.
+            guard let first = error.path.first else { throw .invalidParameter("message is not valid JSON") }
+            if first == "parameters", error.path.count > 1 {
+                throw .invalidParameter(error.path.dropFirst().joined(separator: "."))
+            }
+            throw .invalidParameter(first)
         }
         guard let object = value.objectValue else { throw .invalidParameter("message is not a JSON object") }
         guard case .string(let method)? = object["method"], isValidMethodName(method) else {
@@ -116,7 +123,12 @@ public struct VarlinkReply: Sendable, Hashable {
 
     /// Decodes a reply; a message that is not a reply object is a protocol violation.
     public static func decode(_ bytes: some Collection<UInt8>) throws -> VarlinkReply {
-        let value = try VarlinkCoding.makeDecoder().decode(JSONValue.self, from: Data(bytes))
+        let value: JSONValue
+        do throws(StrictJSON.Failure) {
+            value = try StrictJSON.parse(bytes)
+        } catch {
+            throw VarlinkProtocolError.malformedReply("\(error)")
+        }
         guard let object = value.objectValue else { throw VarlinkProtocolError.malformedReply("not a JSON object") }
         var reply = VarlinkReply()
         switch object["parameters"] {

@@ -34,19 +34,24 @@ public final class VarlinkServer: Sendable {
         public var maxConnectionsPerUser: Int
         /// Connections only root may take: an administrator can always get in.
         public var reservedForRoot: Int
+        /// A connection with no call running and nothing received for this long is closed, so
+        /// a client that connects and goes quiet cannot keep its slot.
+        public var idleTimeout: Duration
 
         public init(
             listen: Listen,
             maxConnections: Int = 64,
             maxMessageSize: Int = 64 * 1024,
             maxConnectionsPerUser: Int? = nil,
-            reservedForRoot: Int? = nil
+            reservedForRoot: Int? = nil,
+            idleTimeout: Duration = .seconds(60)
         ) {
             self.listen = listen
             self.maxConnections = maxConnections
             self.maxMessageSize = maxMessageSize
             self.maxConnectionsPerUser = max(1, maxConnectionsPerUser ?? maxConnections / 4)
             self.reservedForRoot = max(0, min(maxConnections - 1, reservedForRoot ?? maxConnections / 16))
+            self.idleTimeout = idleTimeout
         }
     }
 
@@ -61,8 +66,9 @@ public final class VarlinkServer: Sendable {
         var connections = 0
         var connectionsByUser: [UInt32: Int] = [:]
         var stopping = false
-        var readyWaiters: [CheckedContinuation<Void, Never>] = []
-        var ready = false
+        var readyWaiters: [CheckedContinuation<Bool, Never>] = []
+        /// `nil` until ``run()`` either listens (`true`) or fails to (`false`).
+        var listening: Bool?
     }
 
     public init(
@@ -80,16 +86,18 @@ public final class VarlinkServer: Sendable {
     /// The number of connections being served now.
     public var connectionCount: Int { state.withLock { $0.connections } }
 
-    /// Returns once the socket is listening (or ``run()`` has failed or finished), so callers
-    /// can report readiness (`sd_notify READY=1`) only when clients can connect.
-    public func waitUntilListening() async {
+    /// Returns once the socket is listening (`true`) or ``run()`` has failed to listen
+    /// (`false`), so callers report readiness (`sd_notify READY=1`) only when clients can
+    /// connect, and never when another instance holds the socket.
+    @discardableResult
+    public func waitUntilListening() async -> Bool {
         await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state in
-                if state.ready { return true }
+            let listening = state.withLock { state -> Bool? in
+                if let listening = state.listening { return listening }
                 state.readyWaiters.append(continuation)
-                return false
+                return nil
             }
-            if resumeNow { continuation.resume() }
+            if let listening { continuation.resume(returning: listening) }
         }
     }
 
@@ -111,7 +119,7 @@ public final class VarlinkServer: Sendable {
                 ownedPath = nil
             }
         } catch {
-            markReady()
+            markReady(listening: false)
             throw error
         }
         state.withLock { $0.listenFD = listenFD }
@@ -127,7 +135,7 @@ public final class VarlinkServer: Sendable {
         }
         acceptor.name = "varlink-accept"
         acceptor.start()
-        markReady()
+        markReady(listening: true)
 
         await withTaskCancellationHandler {
             await withDiscardingTaskGroup { group in
@@ -144,13 +152,13 @@ public final class VarlinkServer: Sendable {
         logger.info("varlink: stopped")
     }
 
-    private func markReady() {
+    private func markReady(listening: Bool) {
         let waiters = state.withLock { state in
-            state.ready = true
+            state.listening = listening
             defer { state.readyWaiters = [] }
             return state.readyWaiters
         }
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter.resume(returning: listening) }
     }
 
     /// Wakes the blocking `accept` (Linux returns EINVAL after `shutdown` on a listener).
@@ -219,6 +227,7 @@ public final class VarlinkServer: Sendable {
     }
 
     private func serve(_ socket: AcceptedSocket) async {
+        // The one place a slot is given back: every path out of serve passes here, once.
         defer {
             state.withLock { state in
                 state.connections -= 1
@@ -229,6 +238,7 @@ public final class VarlinkServer: Sendable {
         var logger = self.logger
         logger[metadataKey: "peer"] = "pid=\(socket.peer.pid) uid=\(socket.peer.uid)"
         let maxMessageSize = configuration.maxMessageSize
+        let idleTimeout = configuration.idleTimeout
         let channel: NIOAsyncChannel<VarlinkFrame, ByteBuffer>
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
@@ -250,7 +260,7 @@ public final class VarlinkServer: Sendable {
         }
         do {
             try await channel.executeThenClose { inbound, outbound in
-                let connection = VarlinkServerConnection(service: service, peer: socket.peer, outbound: outbound, logger: logger, maxMessageSize: maxMessageSize)
+                let connection = VarlinkServerConnection(service: service, peer: socket.peer, outbound: outbound, logger: logger, maxMessageSize: maxMessageSize, idleTimeout: idleTimeout)
                 try await connection.serve(inbound)
             }
         } catch is CancellationError {

@@ -5,59 +5,124 @@ import Synchronization
 
 /// Serves the calls of one connection, in order.
 ///
-/// A streaming call runs in a child task while the connection keeps reading, so a client that
-/// hangs up ends its stream at once instead of holding a connection slot until the next
-/// update fails to send.
+/// Three tasks share the connection, coordinated by a ``ConnectionLifecycle``: a reader that
+/// always reads (so a hang-up is seen even while a call or stream runs), a processor that
+/// answers calls one after another, and an idle timer. The connection ends, and its slot is
+/// given back, when the processor has answered everything and the peer has ended its side,
+/// when the peer hangs up during a stream, when it stays idle past the timeout, or on a
+/// protocol violation.
 struct VarlinkServerConnection: Sendable {
     let service: VarlinkService
     let peer: VarlinkPeer
     let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     let logger: Logger
     let maxMessageSize: Int
+    let idleTimeout: Duration
+
+    /// Why one of the connection's tasks ended.
+    private enum Ending: Sendable {
+        /// The peer ended its side; queued calls are still answered.
+        case inputEnded
+        /// Every call has been answered and no more will come, or the processor gave up.
+        case processorDone
+        case idle
+    }
+
+    /// The peer hung up while a stream was running.
+    private struct HungUp: Error {}
+    /// The peer queued more calls than the limit.
+    private struct Flooding: Error {}
 
     func serve(_ inbound: NIOAsyncChannelInboundStream<VarlinkFrame>) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var streaming = false
-            for try await frame in inbound {
-                if streaming {
-                    // Replies must stay in call order: the next call waits for the stream.
-                    _ = try? await group.next()
-                    streaming = false
+        let lifecycle = ConnectionLifecycle(logger: logger)
+        let (frames, queue) = AsyncStream.makeStream(of: VarlinkFrame.self)
+        defer { lifecycle.close(because: "connection ended") }
+        try await withThrowingTaskGroup(of: Ending.self) { group in
+            group.addTask {
+                defer { queue.finish() }
+                for try await frame in inbound {
+                    guard lifecycle.received() else { throw Flooding() }
+                    queue.yield(frame)
                 }
-                switch frame {
-                case .tooLarge:
-                    logger.notice("varlink: message larger than \(maxMessageSize) bytes, closing connection")
-                    try await send(VarlinkReply(error: .invalidParameter("message exceeds \(maxMessageSize) bytes")))
-                    group.cancelAll()
-                    return
-                case .message(let buffer):
-                    let call: VarlinkCall
-                    do throws(VarlinkError) {
-                        call = try VarlinkCall.decode(buffer.readableBytesView)
-                    } catch {
-                        logger.notice("varlink: malformed call: \(error)")
-                        try await send(VarlinkReply(error: error))
-                        continue
-                    }
-                    if try await dispatch(call, group: &group) { streaming = true }
+                if lifecycle.inputEnded() { throw HungUp() }
+                return .inputEnded
+            }
+            group.addTask {
+                await process(frames, lifecycle: lifecycle)
+                return .processorDone
+            }
+            group.addTask {
+                while true {
+                    try await Task.sleep(until: lifecycle.idleDeadline(timeout: idleTimeout), clock: .continuous)
+                    if lifecycle.closeIfIdle(timeout: idleTimeout) { return .idle }
                 }
             }
-            // End of input: nobody is left to read a stream.
+            while let ending = try await group.next() {
+                if case .inputEnded = ending { continue }
+                break
+            }
             group.cancelAll()
         }
     }
 
-    /// Runs one call; returns whether a streaming child task was started.
-    private func dispatch(_ call: VarlinkCall, group: inout ThrowingTaskGroup<Void, any Error>) async throws -> Bool {
+    /// Answers calls in order until the queue ends or the connection must close.
+    private func process(_ frames: AsyncStream<VarlinkFrame>, lifecycle: ConnectionLifecycle) async {
+        for await frame in frames {
+            lifecycle.dequeued()
+            do {
+                guard try await handle(frame, lifecycle: lifecycle) else { return }
+            } catch {
+                // Cancellation or a failed write: the peer is gone or the server stops.
+                lifecycle.close(because: "\(error)")
+                return
+            }
+        }
+    }
+
+    /// Handles one message; returns whether the connection goes on.
+    private func handle(_ frame: VarlinkFrame, lifecycle: ConnectionLifecycle) async throws -> Bool {
+        switch frame {
+        case .tooLarge:
+            logger.notice("varlink: message larger than \(maxMessageSize) bytes, closing connection")
+            try await send(VarlinkReply(error: .invalidParameter("message exceeds \(maxMessageSize) bytes")))
+            lifecycle.close(because: "message too large")
+            return false
+        case .message(let buffer):
+            let call: VarlinkCall
+            do throws(VarlinkError) {
+                call = try VarlinkCall.decode(buffer.readableBytesView)
+            } catch {
+                logger.notice("varlink: malformed call: \(error)")
+                try await send(VarlinkReply(error: error))
+                return true
+            }
+            guard lifecycle.beginCall(call.method) else { return false }
+            let goesOn = try await dispatch(call, lifecycle: lifecycle)
+            lifecycle.endCall(call.method)
+            return goesOn
+        }
+    }
+
+    /// Runs one call to its end; returns whether the connection goes on.
+    private func dispatch(_ call: VarlinkCall, lifecycle: ConnectionLifecycle) async throws -> Bool {
+        if call.oneway && call.more {
+            // "No reply" and "several replies" contradict each other; sd-varlink rejects the
+            // combination as invalid too. One error reply, then the connection closes, so the
+            // reply cannot be mistaken for the answer to a later pipelined call.
+            logger.notice("varlink: \(call.method) with both oneway and more, closing connection")
+            try await send(VarlinkReply(error: .invalidParameter("oneway")))
+            lifecycle.close(because: "oneway and more together")
+            return false
+        }
         if call.upgrade {
             try await reply(to: call, VarlinkReply(error: .invalidParameter("upgrade")))
-            return false
+            return true
         }
         let request = VarlinkRequest(call: call, peer: peer)
         switch service.route(call) {
         case .failure(let error):
             try await reply(to: call, VarlinkReply(error: error))
-            return false
+            return true
         case .success(.single(let handler)):
             let reply: VarlinkReply
             do {
@@ -66,37 +131,38 @@ struct VarlinkServerConnection: Sendable {
                 reply = VarlinkReply(error: mapError(error, call: call))
             }
             try await self.reply(to: call, reply)
-            return false
+            return true
         case .success(.streaming(let handler)):
             guard call.more else {
                 try await reply(to: call, VarlinkReply(error: .expectedMore))
+                return true
+            }
+            guard lifecycle.beginStream(call.method) else { return false }
+            let progress = StreamProgress()
+            let writer = VarlinkReplyWriter { reply in
+                progress.record(continues: reply.continues)
+                try await self.reply(to: call, reply)
+            }
+            do {
+                try await handler(request, writer)
+            } catch is CancellationError {
                 return false
+            } catch {
+                try await self.reply(to: call, VarlinkReply(error: mapError(error, call: call)))
+                return true
             }
-            group.addTask {
-                let progress = StreamProgress()
-                let writer = VarlinkReplyWriter { reply in
-                    progress.record(continues: reply.continues)
-                    try await self.reply(to: call, reply)
-                }
-                do {
-                    try await handler(request, writer)
-                } catch is CancellationError {
-                    return
-                } catch {
-                    try await self.reply(to: call, VarlinkReply(error: mapError(error, call: call)))
-                    return
-                }
-                switch progress.state {
-                case .none:
-                    try await self.reply(to: call, VarlinkReply())
-                case .continued:
-                    // The stream ended without a final reply: end-of-file tells the client it is over.
-                    outbound.finish()
-                case .finished:
-                    break
-                }
+            switch progress.state {
+            case .none:
+                try await self.reply(to: call, VarlinkReply())
+                return true
+            case .continued:
+                // The stream ended without a final reply: end-of-file tells the client it is over.
+                outbound.finish()
+                lifecycle.close(because: "stream ended with end-of-file")
+                return false
+            case .finished:
+                return true
             }
-            return true
         }
     }
 

@@ -10,14 +10,24 @@ struct ItemsCommand: AsyncParsableCommand {
     @Argument(help: "The feed.")
     var feed: String
 
-    @Option(help: "Items per page.")
+    /// Taken unconditionally so `--limit -3` is read as a (refused) number, not as an option.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Items per page, 1…\(Self.maxLimit) (default \(Self.defaultLimit)).", valueName: "n"))
     var limit: Int?
+
+    static let maxLimit = SyncControlServer.Configuration.standardMaxItemsPerPage
+    static let defaultLimit = SyncControlServer.Configuration.standardItemsPerPage
 
     @Option(help: "Continue after this item id (the 'next' of the previous page).")
     var after: String?
 
     @Option(help: "Print JSON instead of the table.")
     var json: JSONMode?
+
+    func validate() throws {
+        if let limit, !(1...Self.maxLimit).contains(limit) {
+            throw ValidationError("--limit must be between 1 and \(Self.maxLimit), not \(limit).")
+        }
+    }
 
     func run() async throws {
         try await reportingErrors {

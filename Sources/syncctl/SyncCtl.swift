@@ -11,6 +11,7 @@ struct SyncCtl: AsyncParsableCommand {
             Reading (status, watch, items) works for every user. refresh, older and retry \
             need root or membership in syncd's control group.
             """,
+        version: SyncdInterface.version,
         subcommands: [StatusCommand.self, WatchCommand.self, RefreshCommand.self, OlderCommand.self, RetryCommand.self, ItemsCommand.self],
         defaultSubcommand: StatusCommand.self
     )
@@ -45,4 +46,11 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
         FileHandle.standardError.write(Data("\(error)\n".utf8))
         throw ExitCode.failure
     }
+}
+
+/// Prints one line (or frame) and flushes it: on a pipe the C library buffers 4 KiB, and
+/// `syncctl watch --json=short | consumer` would get lines late and split.
+func emit(_ text: String, terminator: String = "\n") {
+    print(text, terminator: terminator)
+    fflush(nil)
 }

@@ -20,7 +20,7 @@ struct WatchCommand: AsyncParsableCommand {
         try await reportingErrors {
             let updates = global.client.watch()
             if let json {
-                for try await status in updates { print(try json.encode(status)) }
+                for try await status in updates { emit(try json.encode(status)) }
                 return
             }
             let environment = ProcessInfo.processInfo.environment
@@ -30,7 +30,7 @@ struct WatchCommand: AsyncParsableCommand {
                 // Not a terminal: one still frame per change, no escape sequences.
                 for try await status in updates {
                     let style = TerminalStyle.detect(environment: environment)
-                    print(WatchFrame.render(status, feed: feed, time: 0, now: Date(), style: style).joined(separator: "\n") + "\n")
+                    emit(WatchFrame.render(status, feed: feed, time: 0, now: Date(), style: style).joined(separator: "\n") + "\n")
                 }
             }
         }

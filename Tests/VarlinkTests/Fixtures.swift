@@ -110,18 +110,34 @@ func withControlServer<R: Sendable>(
     maxMessageSize: Int = 64 * 1024,
     _ body: @Sendable (String) async throws -> R
 ) async throws -> R {
+    try await withControlServer(handler: handler, policy: policy, maxConnections: maxConnections, maxMessageSize: maxMessageSize) { path, _ in
+        try await body(path)
+    }
+}
+
+/// Runs a control server on a fresh socket for the duration of `body`, which also gets the
+/// server itself (to watch its connection count).
+func withControlServer<R: Sendable>(
+    handler: FakeHandler = FakeHandler(),
+    policy: ControlAccessPolicy = ControlAccessPolicy(),
+    maxConnections: Int = 64,
+    maxMessageSize: Int = 64 * 1024,
+    idleTimeout: Duration = .seconds(60),
+    _ body: @Sendable (String, SyncControlServer) async throws -> R
+) async throws -> R {
     let directory = try makeSocketDirectory()
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let path = directory + "/io.syncd"
     var configuration = SyncControlServer.Configuration(socketPath: path, controlGroup: nil, useSocketActivation: false, version: "0.1.0")
     configuration.maxConnections = maxConnections
     configuration.maxMessageSize = maxMessageSize
+    configuration.idleTimeout = idleTimeout
     let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await server.run() }
         await server.waitUntilListening()
         do {
-            let result = try await body(path)
+            let result = try await body(path, server)
             group.cancelAll()
             try await group.waitForAll()
             return result

@@ -1,8 +1,10 @@
 /// `syncctl items`: id and summary per line, then how to get the next page.
 public enum ItemsTable {
     public static func render(_ page: ControlItemPage, feed: String, style: TerminalStyle) -> String {
+        let page = page.terminalSafe
+        let feed = feed.terminalSafe
         guard !page.items.isEmpty else { return style.paint("No items.", .dim) + "\n" }
-        let idWidth = max(2, min(24, page.items.map(\.id.count).max() ?? 2))
+        let idWidth = max(2, min(24, page.items.map(\.id.columns).max() ?? 2))
         var lines = [style.paint("ID".padded(to: idWidth) + "  SUMMARY", .bold)]
         for item in page.items {
             let id = item.id.fitted(to: idWidth).padded(to: idWidth)

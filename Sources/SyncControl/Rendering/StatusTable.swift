@@ -6,6 +6,8 @@ public enum StatusTable {
     static let labelWidth = 12
 
     public static func render(_ status: ControlStatus, feeds filter: [String] = [], now: Date, style: TerminalStyle, timeZone: TimeZone = .current) -> String {
+        let status = status.terminalSafe
+        let filter = filter.map(\.terminalSafe)
         var lines: [String] = []
         let online = status.connectivity.isOnline
         lines.append("\(style.paint("●", online ? .green : .red)) \(style.paint("syncd", .bold)) \(status.version)")

@@ -63,16 +63,3 @@ public struct ANSI: Sendable, Hashable {
     /// A shade of the 256-colour grey ramp (232 black … 255 white).
     public static func greyLevel(_ level: Int) -> ANSI { ANSI(code: "38;5;\(232 + max(0, min(23, level)))") }
 }
-
-extension String {
-    /// Cuts to `width` characters, marking the cut with an ellipsis.
-    func fitted(to width: Int) -> String {
-        guard count > width else { return self }
-        guard width > 1 else { return String(prefix(width)) }
-        return String(prefix(width - 1)) + "…"
-    }
-
-    func padded(to width: Int) -> String {
-        count >= width ? self : self + String(repeating: " ", count: width - count)
-    }
-}

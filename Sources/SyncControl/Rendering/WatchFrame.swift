@@ -17,6 +17,7 @@ public enum WatchFrame {
         guard let status else { return true }
         return status.feeds.filter { filter == nil || $0.name == filter }.contains { feed in
             if case .skeleton = feed.presentation.main { return true }
+            if case .error = feed.presentation.main, feed.initial.phase == .loading { return true }
             return feed.presentation.olderFooter == .spinner
         }
     }
@@ -31,7 +32,7 @@ public enum WatchFrame {
         timeZone: TimeZone = .current
     ) -> [String] {
         let width = style.width
-        guard let status else {
+        guard let status = status?.terminalSafe else {
             return [style.paint("\(spinner(at: time)) connecting to syncd…".fitted(to: width), .dim)]
         }
         var lines: [String] = []
@@ -42,7 +43,7 @@ public enum WatchFrame {
         }
         let clock = TimeFormatting.clock(now, timeZone: timeZone)
         let title = "syncd \(status.version) · \(connectivity)"
-        let headerSpace = max(1, width - clock.count)
+        let headerSpace = max(1, width - clock.columns)
         lines.append(style.paint(title.fitted(to: headerSpace - 1).padded(to: headerSpace), .bold) + clock)
 
         if let banner = status.banner {
@@ -52,7 +53,7 @@ public enum WatchFrame {
 
         let feeds = status.feeds.filter { filter == nil || $0.name == filter }
         if feeds.isEmpty {
-            lines.append(style.paint(filter.map { "No feed named '\($0)'." } ?? "No feeds configured.", .dim))
+            lines.append(style.paint((filter.map { "No feed named '\($0.terminalSafe)'." } ?? "No feeds configured.").fitted(to: width), .dim))
             return lines
         }
         // Share the rows left among the feeds; each keeps at least its heading and footer.
@@ -74,8 +75,8 @@ public enum WatchFrame {
         let condition = FeedCondition(feed)
         let head = "── \(feed.name) "
         let tail = " \(info) ──"
-        let fill = max(1, width - head.count - tail.count)
-        if head.count + tail.count + 1 <= width {
+        let fill = max(1, width - head.columns - tail.columns)
+        if head.columns + tail.columns + 1 <= width {
             lines.append(style.paint(head, condition.dotColor) + style.paint(String(repeating: "─", count: fill), .dim) + tail)
         } else {
             lines.append(style.paint(head.fitted(to: width), condition.dotColor))
@@ -89,7 +90,7 @@ public enum WatchFrame {
         case .newItems(let count)?:
             lines.append(style.paint("  ↑ \(count) new item\(count == 1 ? "" : "s")".fitted(to: width), .cyan))
         case .error(let message)?:
-            lines.append(style.paint("  ✕ Couldn't refresh: \(message)".fitted(to: width), .red))
+            lines.append(style.paint("  ✕ Couldn't refresh: \(ErrorText.causeFirst(message))".fitted(to: width), .red))
         case nil:
             break
         }
@@ -97,7 +98,7 @@ public enum WatchFrame {
         var footer: String?
         switch presentation.olderFooter {
         case .spinner?: footer = "  \(spinner(at: time)) Loading older…"
-        case .error(let message)?: footer = style.paint("  ✕ Couldn't load older: \(message)".fitted(to: width - 30), .red) + style.paint(" · retry: syncctl retry \(feed.name)", .dim)
+        case .error(let message)?: footer = errorFooter(message, feed: feed.name, width: width, style: style)
         case .end?: footer = style.paint("  ── end of feed ──", .dim)
         case nil: break
         }
@@ -120,10 +121,30 @@ public enum WatchFrame {
         case .empty:
             lines.append(style.paint("  Nothing here yet.", .dim))
         case .error(let message):
-            lines.append(style.paint("  ✕ Couldn't load \(feed.name): \(message)".fitted(to: width), .red))
-            lines.append(style.paint("    Retry: syncctl retry \(feed.name)".fitted(to: width), .dim))
+            lines.append(style.paint("  ✕ Couldn't load \(feed.name): \(ErrorText.causeFirst(message))".fitted(to: width), .red))
+            // The error stays while it is retried; only this line says the retry is under way.
+            let retry: String
+            if feed.initial.phase == .loading || feed.initial.nextRetryAt.map({ $0 <= now }) == true {
+                retry = "    \(spinner(at: time)) Retrying… · now: syncctl retry \(feed.name)"
+            } else if let next = feed.initial.nextRetryAt {
+                retry = "    Retrying \(TimeFormatting.relative(next, now: now)) · now: syncctl retry \(feed.name)"
+            } else {
+                retry = "    Retry: syncctl retry \(feed.name)"
+            }
+            lines.append(style.paint(retry.fitted(to: width), .dim))
         }
         if let footer { lines.append(footer) }
         return lines
+    }
+
+    /// `✕ Couldn't load older: <cause> · retry: syncctl retry <feed> · <request>`: the cause
+    /// first and the URL last, so a narrow terminal cuts the URL, never the reason.
+    static func errorFooter(_ message: String, feed: String, width: Int, style: TerminalStyle) -> String {
+        let (cause, request) = ErrorText.split(message)
+        let text = "  ✕ Couldn't load older: \(cause)"
+        var hint = " · retry: syncctl retry \(feed)"
+        if let request { hint += " · \(request)" }
+        if text.columns >= width { return style.paint(text.fitted(to: width), .red) }
+        return style.paint(text, .red) + style.paint(hint.fitted(to: width - text.columns), .dim)
     }
 }

@@ -1,0 +1,127 @@
+import Foundation
+import SyncControl
+import TestSupport
+import Testing
+import Varlink
+
+/// Every way a client can use or abuse a connection ends with its slot given back: the count
+/// returns to zero, and the same user is still served afterwards.
+@Suite("Connection slots", .enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+struct ConnectionSlotTests {
+    /// Opens `count` connections one after another, each following `pattern`, then closes them
+    /// (except `idle`, whose connections are held until the server closes them, printing how
+    /// many it closed).
+    static let client = """
+        import json, socket, sys, time
+        path, pattern, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+        def message(method, **flags):
+            call = {"method": method}
+            call.update(flags)
+            return json.dumps(call).encode() + b"\\0"
+        held = []
+        for _ in range(count):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(15)
+            s.connect(path)
+            try:
+                if pattern == "oneway-more-then-call":
+                    s.sendall(message("io.syncd.Watch", more=True, oneway=True) + message("io.syncd.GetStatus"))
+                elif pattern == "more-then-call":
+                    s.sendall(message("io.syncd.Watch", more=True) + message("io.syncd.GetStatus"))
+                    s.recv(65536)
+                elif pattern == "more-half-close":
+                    s.sendall(message("io.syncd.Watch", more=True))
+                    s.shutdown(socket.SHUT_WR)
+                elif pattern == "oneway":
+                    s.sendall(message("io.syncd.GetStatus", oneway=True))
+                elif pattern == "partial":
+                    s.sendall(b'{"method": "io.syncd.GetSta')
+            except OSError:
+                pass
+            if pattern == "idle":
+                held.append(s)
+            else:
+                time.sleep(0.05)
+                s.close()
+        closed = 0
+        deadline = time.monotonic() + 10
+        for s in held:
+            try:
+                s.settimeout(max(0.1, deadline - time.monotonic()))
+                if s.recv(1) == b"":
+                    closed += 1
+            except OSError:
+                pass
+        print(closed)
+        """
+
+    static let patterns = ["oneway-more-then-call", "more-then-call", "more-half-close", "oneway", "partial", "silent", "idle"]
+
+    /// 20 connections: more than a non-root user's share (16 of the default 64), so a leak
+    /// locks that user out.
+    static let connections = 20
+
+    static func run(pattern: String, path: String, asNobody: Bool) async throws -> String {
+        let prefix = asNobody ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+        return try await runCommand(prefix + [PermissionTests.python, "-c", client, path, pattern, "\(connections)"])
+    }
+
+    /// Waits (bounded, generously) until the server holds no connection.
+    static func slotsDrain(_ server: SyncControlServer) async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(15)
+        while server.connectionCount > 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return server.connectionCount
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: patterns, [false, true])
+    func slotsReturnToZero(pattern: String, asNobody: Bool) async throws {
+        try Privileges.requireRoot()
+        try await withControlServer(idleTimeout: .seconds(1)) { path, server in
+            let output = try await Self.run(pattern: pattern, path: path, asNobody: asNobody)
+            if pattern == "idle" {
+                #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == "\(Self.connections)", "idle connections are closed by the server")
+            }
+            let left = try await Self.slotsDrain(server)
+            #expect(left == 0, "\(pattern) as \(asNobody ? "nobody" : "root") left \(left) connections behind")
+            // The same user is still served.
+            if asNobody {
+                let info = try await PermissionTests.callAsNobody(path, method: "org.varlink.service.GetInfo")
+                #expect(info["error"] == nil)
+            } else {
+                let info = try await VarlinkClient(socketPath: path).call("org.varlink.service.GetInfo")
+                #expect(info["product"] == "syncd")
+            }
+            #expect(try await Self.slotsDrain(server) == 0)
+        }
+    }
+
+    /// `oneway` with `more` is refused with one error naming `oneway`, then the connection ends.
+    @Test(.timeLimit(.minutes(1))) func onewayWithMoreIsRejectedAndCloses() async throws {
+        try await withControlServer { path in
+            try await VarlinkClient(socketPath: path).withConnection { connection in
+                try await connection.sendRaw(Array(try VarlinkCall(method: "io.syncd.Watch", oneway: true, more: true).encoded()))
+                let reply = try await connection.receive()
+                #expect(reply.error == "org.varlink.service.InvalidParameter")
+                #expect(reply.parameters["parameter"] == "oneway")
+                await #expect(throws: VarlinkProtocolError.connectionClosed) { try await connection.receive() }
+            }
+        }
+    }
+
+    /// A call pipelined behind a running stream does not stop the server from seeing the
+    /// hang-up: the stream ends and the slot is free.
+    @Test(.timeLimit(.minutes(1))) func hangUpDuringStreamWithQueuedCallFreesTheSlot() async throws {
+        let handler = FakeHandler()
+        try await withControlServer(handler: handler) { path, server in
+            try await VarlinkClient(socketPath: path).withConnection { connection in
+                try await connection.sendRaw(Array(try VarlinkCall(method: "io.syncd.Watch", more: true).encoded()))
+                _ = try await connection.receive()
+                try await connection.sendRaw(Array(try VarlinkCall(method: "io.syncd.GetStatus").encoded()))
+            }
+            #expect(try await Self.slotsDrain(server) == 0)
+            while handler.broadcaster.subscriberCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+    }
+}
