@@ -34,7 +34,7 @@ public struct VarlinkRequest: Sendable {
     /// naming the offending field.
     public func decodeParameters<T: Decodable>(_ type: T.Type) throws(VarlinkError) -> T {
         do {
-            return try VarlinkCoding.decode(type, from: .object(call.parameters))
+            return try JSONValueDecoder.decode(type, from: .object(call.parameters))
         } catch let error as DecodingError {
             throw .invalidParameter(Self.parameterName(of: error))
         } catch {
