@@ -11,8 +11,12 @@ final class FakeHandler: SyncControlHandler {
     let broadcaster: StatusBroadcaster
     private let calls = Mutex<[String]>([])
 
-    init(status: ControlStatus = Samples.status()) {
+    /// Item summaries are `summaryPrefix` followed by the item's number.
+    let summaryPrefix: String
+
+    init(status: ControlStatus = Samples.status(), summaryPrefix: String = "item ") {
         broadcaster = StatusBroadcaster(initial: status)
+        self.summaryPrefix = summaryPrefix
     }
 
     var recordedCalls: [String] { calls.withLock { $0 } }
@@ -38,7 +42,7 @@ final class FakeHandler: SyncControlHandler {
     func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage {
         guard feed == "home" else { throw SyncControlError.feedNotFound(feed) }
         let all = (1...5).reversed().map { n in
-            ControlItem(id: "\(n)", summary: "item \(n)", payload: ["id": .string("\(n)"), "content": .string("<p>item \(n)</p>")])
+            ControlItem(id: "\(n)", summary: "\(summaryPrefix)\(n)", payload: ["id": .string("\(n)"), "content": .string("<p>item \(n)</p>")])
         }
         var start = 0
         if let after {

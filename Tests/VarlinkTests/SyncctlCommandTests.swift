@@ -116,4 +116,101 @@ struct SyncctlCommandTests {
         #expect(result.status == 1)
         #expect(result.stderr.contains("syncd closed the connection"))
     }
+
+    /// A hostile feed's escapes never reach the terminal through items, watch or status.
+    @Test(.timeLimit(.minutes(1))) func hostileFeedIsPrintedClean() async throws {
+        let handler = FakeHandler(status: TerminalSafetyTests.hostileStatus(), summaryPrefix: TerminalSafetyTests.hostile)
+        try await withControlServer(handler: handler) { path in
+            let items = try await Self.syncctl(["items", "home", "--socket", path])
+            #expect(items.status == 0)
+            #expect(items.stdout.contains("evil"))
+            #expect(TerminalSafetyTests.isClean(items.stdout), "\(items.stdout.debugDescription)")
+            let status = try await Self.syncctl(["status", "--socket", path])
+            #expect(TerminalSafetyTests.isClean(status.stdout), "\(status.stdout.debugDescription)")
+
+            async let watch = Self.syncctl(["watch", "--socket", path], environment: ["COLUMNS": "60", "LINES": "30"])
+            while handler.broadcaster.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            handler.broadcaster.finish()
+            let watched = try await watch
+            #expect(watched.stdout.contains("evil"))
+            #expect(TerminalSafetyTests.isClean(watched.stdout), "\(watched.stdout.debugDescription)")
+        }
+    }
+
+    @Test func versionFlag() async throws {
+        let result = try await Self.syncctl(["--version"])
+        #expect(result.status == 0)
+        #expect(result.stdout == "\(SyncdInterface.version)\n")
+    }
+
+    @Test func itemsLimitBoundsAreDocumentedAndEnforced() async throws {
+        let help = try await Self.syncctl(["items", "--help"])
+        #expect(help.stdout.contains("1…500"))
+        try await withControlServer { path in
+            for bad in ["-3", "0", "501"] {
+                let result = try await Self.syncctl(["items", "home", "--limit", bad, "--socket", path])
+                #expect(result.status != 0)
+                #expect(result.stderr.contains("--limit must be between 1 and 500, not \(bad)."), "\(result.stderr)")
+            }
+            let most = try await Self.syncctl(["items", "home", "--limit", "500", "--socket", path])
+            #expect(most.status == 0)
+        }
+    }
+
+    /// A socket the user may not open is reported as such, not as syncd not running.
+    @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+    func socketPermissionDeniedIsNotNotRunning() async throws {
+        try Privileges.requireRoot()
+        let binary = try BuildProducts.path("syncctl")
+        let copy = try makeSocketDirectory() + "/syncctl"
+        defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
+        try FileManager.default.copyItem(atPath: binary, toPath: copy)
+        try await withControlServer { path in
+            chmod((path as NSString).deletingLastPathComponent, 0o700)
+            let denied = try await Self.syncctl(["status", "--socket", path], asUser: 65534, binary: copy)
+            #expect(denied.status == 1)
+            #expect(denied.stderr.hasPrefix("permission denied: cannot connect to \(path)"), "\(denied.stderr)")
+            #expect(!denied.stderr.contains("not running"))
+        }
+    }
+
+    /// Through a pipe, each JSON line reaches the consumer while watch is still running, not
+    /// when a 4 KiB buffer fills or the program ends.
+    @Test(.timeLimit(.minutes(1))) func watchLinesArrivePromptlyThroughAPipe() async throws {
+        let handler = FakeHandler()
+        try await withControlServer(handler: handler) { path in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try BuildProducts.path("syncctl"))
+            process.arguments = ["watch", "--json=short", "--socket", path]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Generous bound: the line must arrive at all while the program runs.
+            let stopper = Task {
+                try? await Task.sleep(for: .seconds(10))
+                process.terminate()
+            }
+            defer {
+                stopper.cancel()
+                if process.isRunning { process.terminate() }
+            }
+            let reader = output.fileHandleForReading
+            let line = try await onDedicatedThread { () -> String in
+                var data = Data()
+                while !data.contains(0x0A) {
+                    let chunk = reader.availableData
+                    if chunk.isEmpty { break }
+                    data.append(chunk)
+                }
+                return String(decoding: data, as: UTF8.self)
+            }
+            #expect(process.isRunning, "the line came before watch ended")
+            let first = try #require(line.split(separator: "\n").first)
+            let status = try ControlJSON.makeDecoder().decode(ControlStatus.self, from: Data(first.utf8))
+            #expect(status.version == "0.1.0")
+            process.terminate()
+            _ = try await onDedicatedThread { process.waitUntilExit() }
+        }
+    }
 }
