@@ -1,0 +1,91 @@
+import Foundation
+import SyncControl
+import Testing
+import TestSupport
+
+/// READY=1 is a promise: clients can connect and see a verdict. A second instance on the same
+/// socket must not make it.
+@Suite struct ReadinessTests {
+    /// An sd_notify endpoint: a datagram socket whose messages a test can wait for.
+    final class NotifySocket: Sendable {
+        let path: String
+        private let fd: Int32
+
+        init(path: String) throws {
+            self.path = path
+            fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard bound == 0 else { throw CommandFailed(command: ["bind", path], status: errno, stderr: String(cString: strerror(errno))) }
+            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+
+        deinit { close(fd) }
+
+        /// Messages received until one contains `assignment` (returned last) or `timeout` passes.
+        func messages(until assignment: String, timeout: Duration) async throws -> [String] {
+            let deadline = ContinuousClock.now + timeout
+            return try await onDedicatedThread { [fd] in
+                var received: [String] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while ContinuousClock.now < deadline {
+                    let count = recv(fd, &buffer, buffer.count, 0)
+                    guard count > 0 else { continue }
+                    let message = String(decoding: buffer[..<count], as: UTF8.self)
+                    received.append(message)
+                    if message.split(separator: "\n").contains(Substring(assignment)) { break }
+                }
+                return received
+            }
+        }
+    }
+
+    static func configuration(in directory: TemporaryDirectory, store: String) -> String {
+        """
+        [daemon]
+        store = "\(directory.file(store))"
+        control_socket = "\(directory.file("io.syncd"))"
+        log_level = "info"
+        [[feed]]
+        name = "home"
+        url = "http://127.0.0.1:9/feeds/home"
+        """
+    }
+
+    @Test(.timeLimit(.minutes(2))) func readyOnlyWhenServingAndASecondInstanceNeverIs() async throws {
+        let directory = try TemporaryDirectory(prefix: "syncd-ready")
+        let syncd = try BuildProducts.path("syncd")
+        try Self.configuration(in: directory, store: "a.sqlite").write(toFile: directory.file("a.toml"), atomically: true, encoding: .utf8)
+        try Self.configuration(in: directory, store: "b.sqlite").write(toFile: directory.file("b.toml"), atomically: true, encoding: .utf8)
+
+        let notifyA = try NotifySocket(path: directory.file("notify-a"))
+        let first = try ChildProcess(["NOTIFY_SOCKET=\(notifyA.path)", syncd, "--config", directory.file("a.toml")], logPath: directory.file("a.log"))
+        let messagesA = try await notifyA.messages(until: "READY=1", timeout: .seconds(60))
+        #expect(messagesA.last?.contains("READY=1") == true, "first instance never became ready: \(first.output)")
+        // The moment READY=1 is read, the socket answers, with a connectivity verdict.
+        let client = SyncControlClient(socketPath: directory.file("io.syncd"))
+        let status = try await client.status()
+        #expect(status.connectivity != .offline(reason: .unknown, since: nil), "READY=1 before the first verdict")
+        #expect(status.feeds.map(\.name) == ["home"])
+
+        let notifyB = try NotifySocket(path: directory.file("notify-b"))
+        let second = try ChildProcess(["NOTIFY_SOCKET=\(notifyB.path)", syncd, "--config", directory.file("b.toml")], logPath: directory.file("b.log"))
+        let deadline = ContinuousClock.now + .seconds(60)
+        while second.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let exitStatus = await second.stop(signal: SIGKILL)
+        #expect(exitStatus != 0, "the second instance must fail")
+        #expect(second.output.contains("another service is listening on \(directory.file("io.syncd"))"), "\(second.output)")
+        let messagesB = try await notifyB.messages(until: "READY=1", timeout: .seconds(1))
+        #expect(!messagesB.contains { $0.split(separator: "\n").contains("READY=1") }, "second instance reported ready: \(messagesB)")
+
+        // The first instance still serves: the second neither stole nor removed its socket.
+        #expect(try await client.status().version == status.version)
+        #expect(first.isRunning)
+        await first.stop()
+    }
+}
