@@ -88,4 +88,21 @@ import TestSupport
         #expect(first.isRunning)
         await first.stop()
     }
+
+    /// LoadOlder answers the feeds that started loading, not the ones it was asked about: a
+    /// feed whose first load cannot succeed (nothing listens at its URL) starts nothing.
+    @Test(.timeLimit(.minutes(2))) func loadOlderAnswersOnlyFeedsThatStarted() async throws {
+        let directory = try TemporaryDirectory(prefix: "syncd-older")
+        try Self.configuration(in: directory, store: "a.sqlite").write(toFile: directory.file("a.toml"), atomically: true, encoding: .utf8)
+        let notify = try NotifySocket(path: directory.file("notify"))
+        let daemon = try ChildProcess(["NOTIFY_SOCKET=\(notify.path)", try BuildProducts.path("syncd"), "--config", directory.file("a.toml")], logPath: directory.file("a.log"))
+        let messages = try await notify.messages(until: "READY=1", timeout: .seconds(60))
+        #expect(messages.last?.contains("READY=1") == true, "\(daemon.output)")
+        let client = SyncControlClient(socketPath: directory.file("io.syncd"))
+        #expect(try await client.loadOlder() == [], "nothing can load older before a first load")
+        await #expect(throws: SyncControlError.notReady(feed: "home", reason: "the first load has not succeeded yet")) {
+            try await client.loadOlder(feed: "home")
+        }
+        await daemon.stop()
+    }
 }
