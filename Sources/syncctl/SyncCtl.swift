@@ -34,7 +34,21 @@ enum JSONMode: String, ExpressibleByArgument, CaseIterable {
     func encode(_ value: some Encodable) throws -> String {
         let encoder = ControlJSON.makeEncoder()
         if self == .pretty { encoder.outputFormatting.insert(.prettyPrinted) }
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
+        return Self.escapingTerminalControls(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    /// The encoder escapes C0 controls but leaves DEL, C1 controls and bidi overrides raw, and
+    /// JSON on a terminal is still read by a terminal. Escaped, the text is the same JSON.
+    static func escapingTerminalControls(_ json: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if (0x7F...0x9F).contains(scalar.value) || TerminalText.isBidiControl(scalar) {
+                out.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
     }
 }
 

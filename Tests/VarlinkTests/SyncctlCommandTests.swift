@@ -127,6 +127,11 @@ struct SyncctlCommandTests {
             #expect(TerminalSafetyTests.isClean(items.stdout), "\(items.stdout.debugDescription)")
             let status = try await Self.syncctl(["status", "--socket", path])
             #expect(TerminalSafetyTests.isClean(status.stdout), "\(status.stdout.debugDescription)")
+            // JSON keeps every character, escaped: the same data, nothing a terminal acts on.
+            let json = try await Self.syncctl(["items", "home", "--json=short", "--socket", path])
+            #expect(TerminalSafetyTests.isClean(json.stdout), "\(json.stdout.debugDescription)")
+            let page = try ControlJSON.makeDecoder().decode(ControlItemPage.self, from: Data(json.stdout.utf8))
+            #expect(page.items.first?.summary == TerminalSafetyTests.hostile + "5")
 
             async let watch = Self.syncctl(["watch", "--socket", path], environment: ["COLUMNS": "60", "LINES": "30"])
             while handler.broadcaster.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(10)) }

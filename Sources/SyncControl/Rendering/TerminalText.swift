@@ -37,7 +37,7 @@ public enum TerminalText {
 
     /// LRE, RLE, PDF, LRO, RLO (U+202A–U+202E), the isolates (U+2066–U+2069) and the marks
     /// LRM, RLM, ALM.
-    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+    public static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: true
         default: false
