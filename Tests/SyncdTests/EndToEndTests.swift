@@ -183,4 +183,17 @@ struct EndToEndTests {
         }
         #expect(try await runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
     }
+
+    /// A refresh that brings items shows them in the newer notice ("↑ 3 new items").
+    @Test func refreshShowsTheNewItemsNotice() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 50)
+        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
+        let first = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
+        #expect(first.feeds.first?.presentation.newerNotice == nil, "the first load is not new items")
+        try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=3")
+        _ = try await rig.client.refresh(feed: "demo")
+        let status = try await rig.waitForStatus("the new items notice") { $0.feeds.first?.itemCount == 53 && $0.feeds.first?.newer.phase == .loaded }
+        #expect(status.feeds.first?.presentation.newerNotice == .newItems(count: 3))
+    }
 }
