@@ -57,7 +57,7 @@ public enum StatusTable {
         case .failed:
             text = style.paint("failed", .red)
             if let attempt = direction.attempt { text += " (attempt \(attempt))" }
-            if let error = direction.error { text += ": \(error)" }
+            if let error = direction.error { text += ": \(ErrorText.causeFirst(error))" }
             if let next = direction.nextRetryAt { text += "; next retry \(TimeFormatting.relative(next, now: now))" }
         case .loading:
             text = style.paint("loading", .yellow)

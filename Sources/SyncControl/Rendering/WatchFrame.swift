@@ -142,9 +142,12 @@ public enum WatchFrame {
     static func errorFooter(_ message: String, feed: String, width: Int, style: TerminalStyle) -> String {
         let (cause, request) = ErrorText.split(message)
         let text = "  ✕ Couldn't load older: \(cause)"
-        var hint = " · retry: syncctl retry \(feed)"
-        if let request { hint += " · \(request)" }
         if text.columns >= width { return style.paint(text.fitted(to: width), .red) }
-        return style.paint(text, .red) + style.paint(hint.fitted(to: width - text.columns), .dim)
+        // The hint is shown whole or not at all; the request takes whatever room is left.
+        var rest = ""
+        let hint = " · retry: syncctl retry \(feed)"
+        if text.columns + hint.columns <= width { rest = hint }
+        if let request { rest += " · \(request)" }
+        return style.paint(text, .red) + style.paint(rest.fitted(to: width - text.columns), .dim)
     }
 }
