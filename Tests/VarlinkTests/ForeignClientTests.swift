@@ -33,6 +33,33 @@ struct ForeignClientTests {
         #expect(output == "0.1.0 online 2\n5,4 4\nhome\nio.syncd.FeedNotFound\nwatch home\n")
     }
 
+    /// The reference client leaving streams early, again and again, leaves no connection
+    /// behind; its bad limits are refused naming `limit` (it rounds 1.5 to an int itself).
+    @Test(.timeLimit(.minutes(1))) func referenceClientLeavesNoSlotsAndSeesNamedErrors() async throws {
+        let script = """
+            import sys, varlink
+            for _ in range(20):
+                with varlink.Client(address="unix:" + sys.argv[1]) as client, client.open("io.syncd", namespaced=True) as syncd:
+                    for reply in syncd.Watch(_more=True):
+                        break
+            # namespaced=False: the reference client cannot build a namespaced InvalidParameter.
+            with varlink.Client(address="unix:" + sys.argv[1]) as client, client.open("io.syncd", namespaced=False) as syncd:
+                for bad in [1e300, 2**63, -3, 0, 501]:
+                    try:
+                        syncd.ListItems(feed="home", limit=bad)
+                        print("accepted", bad)
+                    except varlink.VarlinkError as error:
+                        print(error.error(), error.parameters()["parameter"])
+            """
+        try await withControlServer { path, server in
+            let output = try await Self.python(script, [path])
+            #expect(output == String(repeating: "org.varlink.service.InvalidParameter limit\n", count: 5))
+            let deadline = ContinuousClock.now + .seconds(15)
+            while server.connectionCount > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.connectionCount == 0)
+        }
+    }
+
     @Test func referenceParserAcceptsTheInterfaceFile() async throws {
         let script = """
             import sys, varlink.scanner
