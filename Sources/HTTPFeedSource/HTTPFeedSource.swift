@@ -9,12 +9,17 @@ import Synchronization
 /// A feed read over HTTP with RFC 8288 `Link` header pagination, as Mastodon and GitHub page.
 ///
 /// Cursors are the URLs from the `Link` header: `rel="next"` pages older (its absence is the end
-/// of the feed), `rel="prev"` pages newer with Mastodon's `min_id` (the items immediately newer,
-/// so nothing is skipped). Items are the elements of the JSON array body, stored byte for byte.
+/// of the feed). How newer items are reached depends on ``FeedPagination``:
+/// - cursor feeds: `rel="prev"` (or `previous`) pages newer with Mastodon's `min_id` (the items
+///   immediately newer, so nothing is skipped). When the server sends no `prev` link on a
+///   non-empty page, the newer cursor is built from the request URL with `min_id` set to the
+///   page's newest id; for a feed that is empty at its first load, from
+///   ``HTTPFeedConfiguration/emptyFeedMinID``.
+/// - page feeds: the newer cursor is the configured URL (page 1), and every page carries its
+///   `next` link as ``FeedPage/continuation``, so a refresh that gets more than a page of new
+///   items walks down into the gap until it meets stored items.
 ///
-/// When the server sends no `prev` link on a non-empty page, the newer cursor is built from the
-/// request URL with `min_id` set to the page's newest id; for a feed that is empty at its first
-/// load, from ``HTTPFeedConfiguration/emptyFeedMinID``.
+/// Items are the elements of the JSON array body, stored byte for byte.
 public struct HTTPFeedSource: FeedSource {
     public let configuration: HTTPFeedConfiguration
     private let client: HTTPFeedClient
@@ -32,13 +37,14 @@ public struct HTTPFeedSource: FeedSource {
 
     public func fetchInitial() async throws -> FeedPage {
         let response = try await fetch(configuration.url)
-        let newer = LinkHeader.first("prev", in: response.links)?.absoluteString
+        let next = LinkHeader.first("next", in: response.links)?.absoluteString
+        if isPaged(response) {
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next)
+        }
+        let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(configuration.url, minID: $0.id) }
             ?? Self.emptyFeedCursor(configuration)
-        return FeedPage(
-            items: response.items,
-            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
-            newerCursor: newer)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
     }
 
     public func fetchOlder(cursor: String) async throws -> FeedPage {
@@ -54,12 +60,33 @@ public struct HTTPFeedSource: FeedSource {
     public func fetchNewer(cursor: String) async throws -> FeedPage {
         let url = try cursorURL(cursor)
         let response = try await fetch(url)
-        let newer = LinkHeader.first("prev", in: response.links)?.absoluteString
+        let next = LinkHeader.first("next", in: response.links)?.absoluteString
+        if isPaged(response) {
+            // Page 1 again, or a page inside a gap: the newer cursor stays page 1.
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: nil, continuation: next)
+        }
+        let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(url, minID: $0.id) }
-        return FeedPage(
-            items: response.items,
-            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
-            newerCursor: newer)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
+    }
+
+    /// Whether this response is read as a page-numbered one.
+    private func isPaged(_ response: Response) -> Bool {
+        switch configuration.pagination {
+        case .page: return true
+        case .cursor: return false
+        case .automatic: return Self.looksPaged(response.links)
+        }
+    }
+
+    /// Links with a `page` parameter and no item cursor, or with `first`/`last` relations, are
+    /// GitHub's style; Mastodon's links carry `max_id`/`min_id`.
+    static func looksPaged(_ links: [WebLink]) -> Bool {
+        links.contains { link in
+            let names = URLComponents(url: link.target, resolvingAgainstBaseURL: false)?.queryItems?.map { $0.name.lowercased() } ?? []
+            if names.contains(where: { ["max_id", "min_id", "since_id"].contains($0) }) { return false }
+            return names.contains("page") || link.relations.contains("first") || link.relations.contains("last")
+        }
     }
 
     // MARK: Request

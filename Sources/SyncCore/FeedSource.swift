@@ -1,6 +1,9 @@
 import Foundation
 
 /// One record of a feed, stored exactly as the server sent it.
+///
+/// Two items are equal when their ids have the same bytes and their payloads are equal: ids that
+/// are merely canonically equivalent (NFC and NFD spellings) are different items.
 public struct FeedItem: Sendable, Hashable, Codable {
     /// The item's identifier (servers such as Mastodon and GitHub use strings).
     public var id: String
@@ -10,6 +13,15 @@ public struct FeedItem: Sendable, Hashable, Codable {
     public init(id: String, payload: Data) {
         self.id = id
         self.payload = payload
+    }
+
+    public static func == (lhs: FeedItem, rhs: FeedItem) -> Bool {
+        lhs.id.isExactly(rhs.id) && lhs.payload == rhs.payload
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactID(id))
+        hasher.combine(payload)
     }
 }
 
@@ -23,11 +35,18 @@ public struct FeedPage: Sendable, Hashable {
     /// Where to continue towards newer items; `nil` when the server gave none, in which case
     /// the previous newer cursor stays valid.
     public var newerCursor: String?
+    /// For page-numbered feeds, whose newer pages cannot start just above a stored item: where
+    /// the items just older than this page continue (its `next` link). When a newer page shares
+    /// no item with the store, the items between it and the stored ones are a gap, which the
+    /// store records with this cursor and the machine loads until a page meets a stored item.
+    /// `nil` for cursor feeds (`min_id`), whose newer pages join the stored items by construction.
+    public var continuation: String?
 
-    public init(items: [FeedItem], olderCursor: String?, newerCursor: String?) {
+    public init(items: [FeedItem], olderCursor: String?, newerCursor: String?, continuation: String? = nil) {
         self.items = items
         self.olderCursor = olderCursor
         self.newerCursor = newerCursor
+        self.continuation = continuation
     }
 }
 

@@ -33,6 +33,8 @@ public struct FeedState: Sendable, Hashable {
     public var offline: OfflineBanner?
     /// When a page was last committed.
     public var lastSyncAt: Date?
+    /// Newer items known to be missing still (page-numbered feeds); `nil` when none.
+    public var gap: FeedGap?
 
     public init(
         feed: String,
@@ -43,7 +45,8 @@ public struct FeedState: Sendable, Hashable {
         endReached: Bool = false,
         itemCount: Int = 0,
         offline: OfflineBanner? = nil,
-        lastSyncAt: Date? = nil
+        lastSyncAt: Date? = nil,
+        gap: FeedGap? = nil
     ) {
         self.feed = feed
         self.initial = initial
@@ -54,6 +57,7 @@ public struct FeedState: Sendable, Hashable {
         self.itemCount = itemCount
         self.offline = offline
         self.lastSyncAt = lastSyncAt
+        self.gap = gap
     }
 
     public subscript(direction: Direction) -> DirectionState {

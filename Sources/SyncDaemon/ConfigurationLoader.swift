@@ -99,7 +99,7 @@ struct ConfigurationReader {
     private func readFeed(_ t: Section, defaults: DaemonConfiguration) throws(ConfigurationError) -> DaemonConfiguration.Feed {
         try expectOnly(t.table, keys: [
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
-            "timeout", "max_body_bytes",
+            "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
         ], table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -109,14 +109,30 @@ struct ConfigurationReader {
         guard var components = URLComponents(string: urlText), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", components.host?.isEmpty == false
         else { throw error(t, "url", "must be an absolute http or https URL") }
+        guard let configuredURL = components.url else { throw error(t, "url", "is not a valid URL") }
+        var pagination = FeedPagination.detect(for: configuredURL)
+        if let v = try string(t, "pagination") {
+            guard let chosen = FeedPagination(rawValue: v.lowercased()) else {
+                throw error(t, "pagination", "must be one of \(FeedPagination.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            pagination = chosen
+        }
+        // GitHub reads per_page and ignores limit; Mastodon reads limit.
+        var sizeParameter = pagination == .page ? "per_page" : "limit"
+        if let v = try string(t, "page_size_parameter") {
+            guard !v.isEmpty, v.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0)) }) else {
+                throw error(t, "page_size_parameter", "must be a query parameter name (letters, digits, '-', '_', '.')")
+            }
+            sizeParameter = v
+        }
         if let pageSize = try int(t, "page_size", range: 1...1000) {
-            var query = (components.queryItems ?? []).filter { $0.name != "limit" }
-            query.append(URLQueryItem(name: "limit", value: String(pageSize)))
+            var query = (components.queryItems ?? []).filter { $0.name != sizeParameter }
+            query.append(URLQueryItem(name: sizeParameter, value: String(pageSize)))
             components.queryItems = query
         }
         guard let url = components.url else { throw error(t, "url", "is not a valid URL") }
 
-        var http = HTTPFeedConfiguration(url: url)
+        var http = HTTPFeedConfiguration(url: url, pagination: pagination)
         if let v = try string(t, "id_field") { http.idField = try nonEmpty(t, "id_field", v) }
         let token = try string(t, "token"), tokenFile = try string(t, "token_file")
         switch (token, tokenFile) {
@@ -131,6 +147,7 @@ struct ConfigurationReader {
         var sync = SyncConfiguration(retry: defaults.retry, reconnectSpread: defaults.reconnectSpread)
         sync.refreshInterval = try duration(t, "refresh_interval")
         if let v = try int(t, "backfill", range: 0...100_000_000) { sync.backfillDepth = v }
+        if let v = try int(t, "gap_pages", range: 1...10_000) { sync.gapPageLimit = v }
         return .init(name: name, http: http, sync: sync)
     }
 

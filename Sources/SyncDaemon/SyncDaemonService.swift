@@ -49,6 +49,15 @@ public struct SyncDaemonService: Service {
         var sources: [String: String] = [:]
         for feed in configuration.feeds {
             let source = try HTTPFeedSource(configuration: feed.http, client: client, logger: logger)
+            // The configured URL is the authority: cursors stored for another URL would keep
+            // reading the old source.
+            if case .changed(let previous) = try await store.adopt(source: feed.http.url.absoluteString, feed: feed.name) {
+                logger.notice("feed url changed: a new source, stored cursors reset, items kept", metadata: [
+                    "feed": "\(feed.name)",
+                    "previous": "\(URL(string: previous)?.redactedForLog ?? "<unparseable URL>")",
+                    "url": "\(feed.http.url.redactedForLog)",
+                ])
+            }
             let destination = HostResolver.destination(for: feed.http.url)
             logger.info("feed", metadata: ["feed": "\(feed.name)", "url": "\(feed.http.url.redactedForLog)", "reachability": "\(destination)"])
             let verdicts = ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: configuration.settle)

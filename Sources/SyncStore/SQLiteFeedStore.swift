@@ -78,6 +78,43 @@ public struct SQLiteFeedStore: FeedStore {
         }
     }
 
+    /// What ``adopt(source:feed:)`` found.
+    public enum SourceChange: Sendable, Hashable {
+        /// The feed was stored from this source already (or is new).
+        case unchanged
+        /// A store written before sources were recorded: this one is recorded, nothing reset.
+        case recorded
+        /// The feed was stored from another source, whose cursors were dropped.
+        case changed(from: String)
+    }
+
+    /// Records `source` (the configured URL) as where `feed`'s cursors come from.
+    ///
+    /// The configured URL is the authority: when the feed was stored from another source, its
+    /// cursors, end flag and gap are dropped in one transaction, so the next load is a first load
+    /// from the new source. Items are kept.
+    public func adopt(source: String, feed: String) async throws -> SourceChange {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT source, has_loaded FROM feed WHERE id = ?", arguments: [feed]) else {
+                try db.execute(sql: "INSERT INTO feed (id, source) VALUES (?, ?)", arguments: [feed, source])
+                return .unchanged
+            }
+            let stored: String? = row["source"]
+            if let stored, stored.isExactly(source) { return .unchanged }
+            let loaded: Bool = row["has_loaded"]
+            guard let stored, loaded else {
+                try db.execute(sql: "UPDATE feed SET source = ? WHERE id = ?", arguments: [source, feed])
+                return stored == nil && loaded ? .recorded : .unchanged
+            }
+            try db.execute(sql: """
+                UPDATE feed SET source = ?, older_cursor = NULL, newer_cursor = NULL, end_reached = 0, has_loaded = 0,
+                    gap_cursor = NULL, gap_floor = NULL, gap_pages = 0, gap_items = 0, revision = revision + 1
+                WHERE id = ?
+                """, arguments: [source, feed])
+            return .changed(from: stored)
+        }
+    }
+
     /// Every feed stored, by identifier.
     public func feeds() async throws -> [String] {
         try await pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM feed ORDER BY id") }
@@ -92,6 +129,7 @@ public struct SQLiteFeedStore: FeedStore {
         }
         let count: Int = row["item_count"]
         let lastSync: Double? = row["last_sync_at"]
+        let gapCursor: String? = row["gap_cursor"]
         return PersistedFeed(
             olderCursor: row["older_cursor"],
             newerCursor: row["newer_cursor"],
@@ -99,7 +137,8 @@ public struct SQLiteFeedStore: FeedStore {
             hasLoaded: row["has_loaded"],
             itemCount: count,
             lastSyncAt: lastSync.map { Date(timeIntervalSinceReferenceDate: $0) },
-            revision: row["revision"]
+            revision: row["revision"],
+            gap: gapCursor.map { FeedGap(cursor: $0, pages: row["gap_pages"], items: row["gap_items"]) }
         )
     }
 
@@ -116,55 +155,112 @@ public struct SQLiteFeedStore: FeedStore {
         // preparing them anew (parse, plan, authorizer) cost more than the work they do.
         try db.cachedStatement(sql: "INSERT INTO feed (id) VALUES (?) ON CONFLICT(id) DO NOTHING").execute(arguments: [feed])
         let current = try persisted(db, feed: feed)
-        // Two queries, not one: SQLite answers a lone MIN or MAX from the index in O(log n), but
-        // both in one statement scan the feed's whole index range.
-        let low = try Int.fetchOne(db.cachedStatement(sql: "SELECT MIN(position) FROM item WHERE feed = ?"), arguments: [feed])
-        let high = try Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(position) FROM item WHERE feed = ?"), arguments: [feed])
+        var floor = try Int.fetchOne(db.cachedStatement(sql: "SELECT gap_floor FROM feed WHERE id = ?"), arguments: [feed])
         let wasEmpty = current.itemCount == 0
-        let count = page.items.count
+        let gapPage = direction == .newer && current.gap != nil
 
-        // Pages are newest first; each lands wholly below, or wholly above, what is stored.
-        let firstPosition: Int = switch (direction, low, high) {
-        case (.older, let low?, _): low - 1
-        case (.initial, _, let high?), (.newer, _, let high?): high + count
-        default: 0
-        }
+        // The page's items that are stored already, with their positions: they anchor the new
+        // ones (a page shift brings stored items and new ones in one page).
+        var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
+        var placement = Placement(db: db, feed: feed)
+        var overlapped = false
+        var reachedFloor = false
         var inserted = 0
-        var offset = 0
-        while offset < count {
-            // Many rows per statement: one step for a whole chunk instead of one per item.
-            let rows = min(count - offset, Self.rowsPerInsert)
-            let insert = try db.cachedStatement(sql: Self.insertSQL(rows: rows))
-            var values: [(any DatabaseValueConvertible)?] = []
-            values.reserveCapacity(rows * 4)
-            for index in offset..<(offset + rows) {
-                let item = page.items[index]
-                values.append(feed)
-                values.append(item.id)
-                values.append(firstPosition - index)
-                values.append(item.payload)
+        var upper: Int?
+        var run: [FeedItem] = []
+        var inPage = Set<ExactID>()
+        inPage.reserveCapacity(page.items.count)
+        func flush(lower: Int?) throws {
+            defer { run = [] }
+            guard !run.isEmpty else { return }
+            let region: Placement.Region
+            if let upper {
+                region = .below(upper)
+            } else if let lower {
+                region = .above(lower)
+            } else if direction == .older {
+                region = .bottom
+            } else if gapPage, let floor {
+                region = .above(floor)
+            } else {
+                region = .top(room: direction == .newer && !wasEmpty && page.continuation != nil)
             }
-            try insert.execute(arguments: StatementArguments(values))
-            inserted += db.changesCount
-            offset += rows
+            let placed = try placement.place(run, in: region)
+            inserted += placed.inserted
+            if let shift = placed.shift {
+                // Positions at or above the shift point moved up: keep the anchors in step.
+                for (key, position) in stored where position >= shift.from { stored[key] = position + shift.by }
+                if let low = floor, low >= shift.from { floor = low + shift.by }
+                if let high = upper, high >= shift.from { upper = high + shift.by }
+            }
         }
+        for item in page.items {
+            let key = ExactID(item.id)
+            guard inPage.insert(key).inserted else { continue }
+            if let position = stored[key] {
+                overlapped = true
+                if gapPage, let floor, position <= floor { reachedFloor = true }
+                try flush(lower: position)
+                // Read again: making room for the run above may have moved this item.
+                upper = stored[key]
+            } else {
+                run.append(item)
+            }
+        }
+        try flush(lower: nil)
         hook?(.itemsWritten)
 
         let cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
+        let gap = FeedLog.gap(
+            after: page, direction: direction, current: current, feedWasEmpty: wasEmpty,
+            overlapped: overlapped, reachedFloor: reachedFloor, inserted: inserted)
+        if gap.opened {
+            floor = placement.topBefore
+        } else if gap.gap == nil {
+            floor = nil
+        }
         try db.cachedStatement(sql: """
                 UPDATE feed SET older_cursor = ?, newer_cursor = ?, end_reached = ?, has_loaded = 1,
-                    last_sync_at = ?, revision = revision + 1, item_count = item_count + ?
+                    last_sync_at = ?, revision = revision + 1, item_count = item_count + ?,
+                    gap_cursor = ?, gap_floor = ?, gap_pages = ?, gap_items = ?
                 WHERE id = ?
                 """)
-            .execute(arguments: [cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted, feed])
+            .execute(arguments: [
+                cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted,
+                gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
+            ])
         hook?(.cursorsWritten)
-        return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: count, inserted: inserted)
+        return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
     }
 
-    /// Rows per multi-row INSERT: four parameters each, well inside SQLite's limit of 32,766.
-    private static let rowsPerInsert = 250
+    /// Positions of those of `ids` that the feed stores, keyed by exact id (SQLite compares TEXT
+    /// byte for byte, as the store's primary key does).
+    private static func storedPositions(_ db: Database, feed: String, ids: [String]) throws -> [ExactID: Int] {
+        var result: [ExactID: Int] = [:]
+        var offset = 0
+        while offset < ids.count {
+            let count = min(ids.count - offset, rowsPerLookup)
+            let statement = try db.cachedStatement(
+                sql: "SELECT id, position FROM item WHERE feed = ? AND id IN (" + repeatElement("?", count: count).joined(separator: ", ") + ")")
+            var values: [(any DatabaseValueConvertible)?] = [feed]
+            values.reserveCapacity(count + 1)
+            for id in ids[offset..<(offset + count)] { values.append(id) }
+            let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
+            while let row = try rows.next() {
+                result[ExactID(row[0])] = row[1]
+            }
+            offset += count
+        }
+        return result
+    }
 
-    private static func insertSQL(rows: Int) -> String {
+    /// Ids per lookup: the full chunk size keeps the number of distinct cached statements small.
+    private static let rowsPerLookup = 250
+
+    /// Rows per multi-row INSERT: four parameters each, well inside SQLite's limit of 32,766.
+    static let rowsPerInsert = 250
+
+    static func insertSQL(rows: Int) -> String {
         "INSERT INTO item (feed, id, position, payload) VALUES "
             + repeatElement("(?, ?, ?, ?)", count: rows).joined(separator: ", ")
             + " ON CONFLICT(feed, id) DO NOTHING"

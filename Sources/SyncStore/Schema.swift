@@ -35,6 +35,19 @@ enum Schema {
                 UPDATE feed SET item_count = (SELECT COUNT(*) FROM item WHERE item.feed = feed.id);
                 """)
         }
+        // Page-numbered feeds: a refresh that got more new items than a page leaves a gap, kept
+        // with the page that opened it so a restart continues it. gap_floor is the position of
+        // the newest item stored before the gap opened: gap pages go just above it. source is
+        // the configured URL the cursors belong to: a changed URL makes them meaningless.
+        migrator.registerMigration("v3: gaps and sources") { db in
+            try db.execute(sql: """
+                ALTER TABLE feed ADD COLUMN gap_cursor TEXT;
+                ALTER TABLE feed ADD COLUMN gap_floor INTEGER;
+                ALTER TABLE feed ADD COLUMN gap_pages INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE feed ADD COLUMN gap_items INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE feed ADD COLUMN source TEXT;
+                """)
+        }
         return migrator
     }
 }
