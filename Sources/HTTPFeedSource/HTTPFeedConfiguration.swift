@@ -42,6 +42,8 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
     public var userAgent: String
     /// How pages are addressed (cursors or page numbers).
     public var pagination: FeedPagination
+    /// A private CA and a client certificate; `nil` trusts the system store and sends none.
+    public var tls: FeedTLS?
 
     public init(
         url: URL,
@@ -51,7 +53,8 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         maxBodyBytes: Int = 8 << 20,
         emptyFeedMinID: String? = "0",
         userAgent: String = "syncd",
-        pagination: FeedPagination? = nil
+        pagination: FeedPagination? = nil,
+        tls: FeedTLS? = nil
     ) {
         self.url = url
         self.idField = idField
@@ -61,6 +64,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         self.emptyFeedMinID = emptyFeedMinID
         self.userAgent = userAgent
         self.pagination = pagination ?? FeedPagination.detect(for: url)
+        self.tls = tls
     }
 
     /// Rejects configurations that cannot work, with the reason.
@@ -90,6 +94,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
             "emptyFeedMinID": emptyFeedMinID as Any,
             "userAgent": userAgent,
             "pagination": pagination.rawValue,
+            "tls": tls.map { String(describing: $0) } ?? "default",
         ])
     }
 }

@@ -63,6 +63,8 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
         case malformed
         /// The body exceeded the configured size limit.
         case tooLarge
+        /// The TLS handshake failed on the server's certificate (not trusted, wrong host name).
+        case tls
         /// Any other failure.
         case other
     }
@@ -79,13 +81,19 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
         self.retryAfter = retryAfter
     }
 
-    /// Errors that repeating the same request will not fix: 4xx other than 408 and 429.
+    /// Errors that repeating the same request will not fix: 4xx other than 408 and 429, redirects
+    /// that are not followed (a feed that moved for good, another origin), and TLS failures
+    /// (an untrusted certificate, a host name mismatch) until the configuration changes.
     /// They are retried only on request, never automatically.
     public var isPermanent: Bool {
-        if case .httpStatus(let code) = kind {
-            return (400..<500).contains(code) && code != 408 && code != 429
+        switch kind {
+        case .httpStatus(let code):
+            return (300..<400).contains(code) || ((400..<500).contains(code) && code != 408 && code != 429)
+        case .tls:
+            return true
+        default:
+            return false
         }
-        return false
     }
 
     public var description: String { message }

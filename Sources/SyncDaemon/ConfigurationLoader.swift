@@ -100,6 +100,7 @@ struct ConfigurationReader {
         try expectOnly(t.table, keys: [
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
             "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
+            "ca_file", "client_certificate", "client_key",
         ], table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -140,6 +141,25 @@ struct ConfigurationReader {
         case (.some(let value), nil): http.authorization = .bearer(BearerToken(try nonEmpty(t, "token", value)))
         case (nil, .some(let path)): http.authorization = .bearerTokenFile(path: try nonEmpty(t, "token_file", path))
         case (nil, nil): break
+        }
+        let caFile = try string(t, "ca_file"), certificate = try string(t, "client_certificate"), key = try string(t, "client_key")
+        if caFile != nil || certificate != nil || key != nil {
+            guard scheme == "https" else {
+                throw error(t, caFile != nil ? "ca_file" : certificate != nil ? "client_certificate" : "client_key", "needs an https url")
+            }
+            if key != nil && certificate == nil { throw error(t, "client_key", "needs client_certificate") }
+            let tls = FeedTLS(
+                caFile: try caFile.map { v throws(ConfigurationError) in try nonEmpty(t, "ca_file", v) },
+                certificateFile: try certificate.map { v throws(ConfigurationError) in try nonEmpty(t, "client_certificate", v) },
+                keyFile: try key.map { v throws(ConfigurationError) in try nonEmpty(t, "client_key", v) })
+            // Read now, so a missing or unreadable file is reported with its line at startup.
+            do {
+                try tls.validate()
+            } catch {
+                let key = error.message.hasPrefix("ca_file") ? "ca_file" : error.message.hasPrefix("client_key") ? "client_key" : "client_certificate"
+                throw self.error(t, key, error.message)
+            }
+            http.tls = tls
         }
         if let v = try duration(t, "timeout") { http.requestTimeout = v }
         if let v = try int(t, "max_body_bytes", range: 1024...(1 << 30)) { http.maxBodyBytes = v }

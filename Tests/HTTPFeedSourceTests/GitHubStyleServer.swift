@@ -14,6 +14,17 @@ final class GitHubStyleServer: Sendable {
     let port: Int
     /// Another origin on the same host (another port), for redirects that leave the feed's.
     let otherPort: Int
+    /// HTTPS origins serving the same feed, by name.
+    let securePorts: [String: Int]
+
+    /// An HTTPS origin to start: its certificate and key (PEM files), and the CA whose client
+    /// certificates it requires, if any.
+    struct Secure: Sendable {
+        var name: String
+        var certificate: String
+        var key: String
+        var clientCA: String?
+    }
 
     /// A request as the server received it.
     struct Received: Decodable, Sendable {
@@ -22,23 +33,27 @@ final class GitHubStyleServer: Sendable {
         var headers: [String: String]
     }
 
-    private init(process: ChildProcess, directory: TemporaryDirectory, port: Int, otherPort: Int) {
+    private init(process: ChildProcess, directory: TemporaryDirectory, ports: [Int], secure: [Secure]) {
         self.process = process
         self.directory = directory
-        self.port = port
-        self.otherPort = otherPort
+        self.port = ports[0]
+        self.otherPort = ports[1]
+        self.securePorts = Dictionary(uniqueKeysWithValues: zip(secure.map(\.name), ports.dropFirst(2)))
     }
 
-    static func start() async throws -> GitHubStyleServer {
+    static func start(secure: [Secure] = []) async throws -> GitHubStyleServer {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/github_style.py").path
         let directory = try TemporaryDirectory(prefix: "github-style")
-        let process = try ChildProcess(["python3", script], logPath: directory.file("server.log"))
+        let arguments = secure.flatMap { origin in
+            ["--https", ([origin.name, origin.certificate, origin.key] + (origin.clientCA.map { [$0] } ?? [])).joined(separator: ":")]
+        }
+        let process = try ChildProcess(["python3", script] + arguments, logPath: directory.file("server.log"))
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{\"ports\"") }) {
                 struct Ready: Decodable { var ports: [Int] }
                 let ready = try JSONDecoder().decode(Ready.self, from: Data(line.utf8))
-                return GitHubStyleServer(process: process, directory: directory, port: ready.ports[0], otherPort: ready.ports[1])
+                return GitHubStyleServer(process: process, directory: directory, ports: ready.ports, secure: secure)
             }
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
@@ -52,6 +67,14 @@ final class GitHubStyleServer: Sendable {
     func url(_ path: String = "/feed", query: String = "", other: Bool = false) -> URL {
         URL(string: "http://127.0.0.1:\(other ? otherPort : port)\(path)\(query.isEmpty ? "" : "?" + query)")!
     }
+
+    /// The feed's URL on a named HTTPS origin.
+    func secureURL(_ name: String, path: String = "/feed", query: String = "") -> URL {
+        URL(string: "https://127.0.0.1:\(securePorts[name]!)\(path)\(query.isEmpty ? "" : "?" + query)")!
+    }
+
+    /// What the server wrote to its log (handshake failures, tracebacks).
+    var output: String { process.output }
 
     /// Adds `count` new items at the top (numeric ids).
     func add(_ count: Int) async throws {
@@ -113,8 +136,8 @@ final class GitHubStyleServer: Sendable {
 }
 
 /// Starts a GitHub-style server, runs `body`, and stops the server whatever happens.
-func withGitHubStyleServer<T: Sendable>(_ body: (GitHubStyleServer) async throws -> T) async throws -> T {
-    let server = try await GitHubStyleServer.start()
+func withGitHubStyleServer<T: Sendable>(secure: [GitHubStyleServer.Secure] = [], _ body: (GitHubStyleServer) async throws -> T) async throws -> T {
+    let server = try await GitHubStyleServer.start(secure: secure)
     do {
         let result = try await body(server)
         await server.stop()

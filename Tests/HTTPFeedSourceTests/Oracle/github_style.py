@@ -2,7 +2,7 @@
 # first/prev/next/last (no prev on page 1), ETag and Last-Modified with 304s, scripted
 # redirects, and a second origin that records what it is sent. Written independently of
 # syncd's own code so that it can serve as the truth the tests compare the store with.
-import email.utils, hashlib, json, sys, threading, time
+import email.utils, hashlib, json, ssl, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl, urlencode
 
@@ -24,6 +24,12 @@ def add(ids):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     origin = "main"
+
+    def setup(self):
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+        super().setup()
 
     def log_message(self, *args):
         pass
@@ -120,6 +126,23 @@ class Other(Handler):
     origin = "other"
 
 servers = [ThreadingHTTPServer(("127.0.0.1", 0), Handler), ThreadingHTTPServer(("127.0.0.1", 0), Other)]
+# --https NAME:CERT:KEY[:CLIENT_CA] adds an HTTPS origin serving the same feed; with CLIENT_CA
+# it requires a client certificate signed by that CA.
+args = sys.argv[1:]
+while args:
+    flag, spec, args = args[0], args[1], args[2:]
+    assert flag == "--https", flag
+    name, cert, key, *client_ca = spec.split(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    if client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(client_ca[0])
+    handler = type("Secure_" + name, (Handler,), {"origin": name})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=True)
+    # Handshakes happen in the handler threads, so a failed one never stops the accept loop.
+    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+    servers.append(server)
 for server in servers:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
