@@ -63,15 +63,21 @@ enum FeedErrorClassifier {
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return FeedError(.tls, "\(request): host name mismatch: the server's certificate does not name the host in the url")
         }
-        guard let ssl = error as? NIOSSLError else { return nil }
         let reasons: [String]
-        switch ssl {
-        case .handshakeFailed(let failure):
-            reasons = boringSSLReasons(failure)
-        case .unableToValidateCertificate, .noCertificateToValidate:
-            return FeedError(.tls, "\(request): certificate not trusted (it could not be validated)")
-        default:
-            return FeedError(.transport, "\(request): TLS failed (\(ssl))")
+        if let boring = error as? BoringSSLError {
+            // An alert from the server after the handshake started (a client certificate refused).
+            reasons = boringSSLReasons(boring)
+        } else if let ssl = error as? NIOSSLError {
+            switch ssl {
+            case .handshakeFailed(let failure):
+                reasons = boringSSLReasons(failure)
+            case .unableToValidateCertificate, .noCertificateToValidate:
+                return FeedError(.tls, "\(request): certificate not trusted (it could not be validated)")
+            default:
+                return FeedError(.transport, "\(request): TLS failed (\(ssl))")
+            }
+        } else {
+            return nil
         }
         if reasons.contains("CERTIFICATE_VERIFY_FAILED") {
             return FeedError(.tls, "\(request): certificate not trusted (its issuer is not in the trust store; "

@@ -76,7 +76,8 @@ class Handler(BaseHTTPRequestHandler):
         last = max(1, (len(newest_first) + per_page - 1) // per_page)
         kept = [(k, v) for k, v in parse_qsl(url.query) if k != "page"]
         def link(number, rel):
-            return '<http://%s%s?%s>; rel="%s"' % (self.headers["Host"], url.path, urlencode(kept + [("page", str(number))]), rel)
+            scheme = "https" if isinstance(self.connection, ssl.SSLSocket) else "http"
+            return '<%s://%s%s?%s>; rel="%s"' % (scheme, self.headers["Host"], url.path, urlencode(kept + [("page", str(number))]), rel)
         links = []
         if page < last:
             links += [link(page + 1, "next"), link(last, "last")]
