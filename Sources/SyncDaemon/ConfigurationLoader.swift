@@ -100,7 +100,7 @@ struct ConfigurationReader {
         try expectOnly(t.table, keys: [
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
             "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
-            "ca_file", "client_certificate", "client_key",
+            "ca_file", "client_certificate", "client_key", "keep_items", "keep_days",
         ], table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -168,7 +168,17 @@ struct ConfigurationReader {
         sync.refreshInterval = try duration(t, "refresh_interval")
         if let v = try int(t, "backfill", range: 0...100_000_000) { sync.backfillDepth = v }
         if let v = try int(t, "gap_pages", range: 1...10_000) { sync.gapPageLimit = v }
-        return .init(name: name, http: http, sync: sync)
+        let keepItems = try int(t, "keep_items", range: 1...100_000_000)
+        var keepAge: Duration?
+        if let days = try double(t, "keep_days") {
+            guard days > 0, days <= 36_500 else { throw error(t, "keep_days", "must be a number of days above 0 (at most 36500)") }
+            keepAge = .milliseconds(Int64((days * 86_400_000).rounded()))
+        }
+        if let keepItems, sync.backfillDepth > keepItems {
+            // Backfill would load what retention deletes, page after page.
+            throw error(t, "backfill", "must not exceed keep_items (\(keepItems))")
+        }
+        return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge)
     }
 
     // MARK: Typed access

@@ -151,7 +151,12 @@ public struct SyncDaemonService: Service {
         let directory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            return try SQLiteFeedStore(path: configuration.storePath)
+            // Retention never goes below the rows the presentation shows.
+            var retention: [String: SQLiteFeedStore.Retention] = [:]
+            for feed in configuration.feeds where feed.keepItems != nil || feed.keepAge != nil {
+                retention[feed.name] = .init(keepItems: feed.keepItems, keepAge: feed.keepAge, minimum: contentRows)
+            }
+            return try SQLiteFeedStore(path: configuration.storePath, retention: retention)
         } catch {
             logger.critical("cannot open the store", metadata: ["path": "\(configuration.storePath)", "error": "\(error)"])
             throw error

@@ -10,15 +10,18 @@ extension SQLiteFeedStore {
     struct Placement {
         let db: Database
         let feed: String
+        /// When the items are stored, for retention by age.
+        let storedAt: Double
         /// The feed's highest position before this commit, once a top placement has read it.
         private(set) var topBefore: Int?
 
         /// Positions left free below a page that opens a gap, for the gap's pages.
         static let gapRoom = 1 << 32
 
-        init(db: Database, feed: String) {
+        init(db: Database, feed: String, storedAt: Double) {
             self.db = db
             self.feed = feed
+            self.storedAt = storedAt
         }
 
         /// Where a run of new items (newest first) goes.
@@ -70,13 +73,14 @@ extension SQLiteFeedStore {
                 let rows = min(count - offset, SQLiteFeedStore.rowsPerInsert)
                 let insert = try db.cachedStatement(sql: SQLiteFeedStore.insertSQL(rows: rows))
                 var values: [(any DatabaseValueConvertible)?] = []
-                values.reserveCapacity(rows * 4)
+                values.reserveCapacity(rows * 5)
                 for index in offset..<(offset + rows) {
                     let item = items[index]
                     values.append(feed)
                     values.append(item.id)
                     values.append(first - index)
                     values.append(item.payload)
+                    values.append(storedAt)
                 }
                 try insert.execute(arguments: StatementArguments(values))
                 inserted += db.changesCount

@@ -20,16 +20,36 @@ public struct SQLiteFeedStore: FeedStore {
         case cursorsWritten
     }
 
+    /// How many items a feed keeps: the oldest beyond the limits are deleted in the transaction of
+    /// the commit that goes past them.
+    public struct Retention: Sendable, Hashable {
+        /// At most this many items (the newest).
+        public var keepItems: Int?
+        /// Items stored longer ago than this are dropped, from the oldest up to the first one
+        /// stored more recently (so what is kept stays one unbroken run of the feed).
+        public var keepAge: Duration?
+        /// Never fewer than this many items (what the presentation shows), whatever the limits.
+        public var minimum: Int
+
+        public init(keepItems: Int? = nil, keepAge: Duration? = nil, minimum: Int = 0) {
+            self.keepItems = keepItems
+            self.keepAge = keepAge
+            self.minimum = max(0, minimum)
+        }
+    }
+
     /// The file path of the database.
     public let path: String
     let pool: DatabasePool
     private let commitHook: (@Sendable (CommitStage) -> Void)?
+    private let retention: [String: Retention]
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
     /// - Parameter commitHook: called inside each commit's transaction at each ``CommitStage``;
     ///   only fault-injection tests set it.
-    public init(path: String, commitHook: (@Sendable (CommitStage) -> Void)? = nil) throws {
+    ///   - retention: per feed, how many items to keep; feeds not named keep everything.
+    public init(path: String, commitHook: (@Sendable (CommitStage) -> Void)? = nil, retention: [String: Retention] = [:]) throws {
         var configuration = Configuration()
         // Another process (syncctl, a test) may hold the file briefly; wait rather than fail.
         configuration.busyMode = .timeout(10)
@@ -41,6 +61,7 @@ public struct SQLiteFeedStore: FeedStore {
         self.path = path
         self.pool = try DatabasePool(path: path, configuration: configuration)
         self.commitHook = commitHook
+        self.retention = retention
         try Schema.migrator.migrate(pool)
     }
 
@@ -49,9 +70,9 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     public func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
-        let hook = commitHook
+        let hook = commitHook, retention = retention[feed]
         return try await pool.write { db in
-            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, hook: hook)
+            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
         }
     }
 
@@ -62,9 +83,9 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// The same commit, blocking: for small tools that have no async context.
     public func commitSynchronously(feed: String, direction: Direction, page: FeedPage, at date: Date) throws -> CommitOutcome {
-        let hook = commitHook
+        let hook = commitHook, retention = retention[feed]
         return try pool.write { db in
-            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, hook: hook)
+            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
         }
     }
 
@@ -148,6 +169,7 @@ public struct SQLiteFeedStore: FeedStore {
         direction: Direction,
         page: FeedPage,
         at date: Date,
+        retention: Retention?,
         hook: (@Sendable (CommitStage) -> Void)?
     ) throws -> CommitOutcome {
         hook?(.began)
@@ -162,7 +184,7 @@ public struct SQLiteFeedStore: FeedStore {
         // The page's items that are stored already, with their positions: they anchor the new
         // ones (a page shift brings stored items and new ones in one page).
         var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
-        var placement = Placement(db: db, feed: feed)
+        var placement = Placement(db: db, feed: feed, storedAt: date.timeIntervalSinceReferenceDate)
         var overlapped = false
         var reachedFloor = false
         var inserted = 0
@@ -210,7 +232,15 @@ public struct SQLiteFeedStore: FeedStore {
         try flush(lower: nil)
         hook?(.itemsWritten)
 
-        let cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
+        var cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
+        let pruned = try retention.map { try prune(db, feed: feed, by: $0, at: date) } ?? 0
+        if pruned > 0 {
+            // The oldest items are gone on purpose: loading older pages again would only refill
+            // what retention drops (and leave a hole where the cursor skips it), so the kept run
+            // is the whole feed as far as syncing goes.
+            cursors.older = nil
+            cursors.endReached = true
+        }
         let gap = FeedLog.gap(
             after: page, direction: direction, current: current, feedWasEmpty: wasEmpty,
             overlapped: overlapped, reachedFloor: reachedFloor, inserted: inserted)
@@ -226,11 +256,45 @@ public struct SQLiteFeedStore: FeedStore {
                 WHERE id = ?
                 """)
             .execute(arguments: [
-                cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted,
+                cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted - pruned,
                 gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
             ])
         hook?(.cursorsWritten)
         return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
+    }
+
+    /// Deletes the oldest items beyond `retention`'s limits, never the newest `minimum`; returns
+    /// how many went.
+    private static func prune(_ db: Database, feed: String, by retention: Retention, at date: Date) throws -> Int {
+        // Positions below the cut go. The newest `minimum` items are above any cut.
+        var cut: Int?
+        if let keep = retention.keepItems {
+            cut = try position(db, feed: feed, rank: max(keep, retention.minimum))
+        }
+        if let age = retention.keepAge {
+            let limit = date.timeIntervalSinceReferenceDate - Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18
+            // Up to the oldest item stored since the limit: only a tail of old items goes.
+            var byAge = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT MIN(position) FROM item WHERE feed = ? AND stored_at >= ?"), arguments: [feed, limit])
+            if byAge == nil { byAge = Int.max }
+            if retention.minimum > 0, let protected = try position(db, feed: feed, rank: retention.minimum) {
+                byAge = min(byAge ?? Int.max, protected)
+            } else if retention.minimum > 0 {
+                byAge = nil  // fewer items than the minimum: nothing goes
+            }
+            if let byAge { cut = max(cut ?? Int.min, byAge) }
+        }
+        guard let cut else { return 0 }
+        try db.cachedStatement(sql: "DELETE FROM item WHERE feed = ? AND position < ?").execute(arguments: [feed, cut])
+        return db.changesCount
+    }
+
+    /// The position of the `rank`th newest item (1 is the newest); `nil` when there are fewer.
+    private static func position(_ db: Database, feed: String, rank: Int) throws -> Int? {
+        guard rank > 0 else { return nil }
+        return try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT position FROM item WHERE feed = ? ORDER BY position DESC LIMIT 1 OFFSET ?"),
+            arguments: [feed, rank - 1])
     }
 
     /// Positions of those of `ids` that the feed stores, keyed by exact id (SQLite compares TEXT
@@ -257,12 +321,12 @@ public struct SQLiteFeedStore: FeedStore {
     /// Ids per lookup: the full chunk size keeps the number of distinct cached statements small.
     private static let rowsPerLookup = 250
 
-    /// Rows per multi-row INSERT: four parameters each, well inside SQLite's limit of 32,766.
+    /// Rows per multi-row INSERT: five parameters each, well inside SQLite's limit of 32,766.
     static let rowsPerInsert = 250
 
     static func insertSQL(rows: Int) -> String {
-        "INSERT INTO item (feed, id, position, payload) VALUES "
-            + repeatElement("(?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        "INSERT INTO item (feed, id, position, payload, stored_at) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
             + " ON CONFLICT(feed, id) DO NOTHING"
     }
 }
