@@ -57,6 +57,9 @@ enum FeedErrorClassifier {
         return FeedError(.transport, "\(request): \(error)")
     }
 
+    /// The words of a certificate that no trusted CA signed.
+    static let untrusted = "certificate not trusted"
+
     /// TLS failures in words, without BoringSSL's error stack (codes and build paths). Failures
     /// on certificates are `.tls` (permanent until the configuration changes); others transport.
     private static func classifyTLS(_ error: any Error, request: String) -> FeedError? {
@@ -80,8 +83,7 @@ enum FeedErrorClassifier {
             return nil
         }
         if reasons.contains("CERTIFICATE_VERIFY_FAILED") {
-            return FeedError(.tls, "\(request): certificate not trusted (its issuer is not in the trust store; "
-                + "set ca_file to the CA that issued it)")
+            return FeedError(.tls, "\(request): \(untrusted) (its issuer is not in the trust store; set ca_file to the CA that issued it)")
         }
         let refused = ["ALERT_CERTIFICATE_REQUIRED", "ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA", "ALERT_CERTIFICATE_UNKNOWN",
                        "ALERT_HANDSHAKE_FAILURE", "ALERT_ACCESS_DENIED"]

@@ -156,7 +156,11 @@ public struct HTTPFeedSource: FeedSource {
             throw error
         } catch {
             if Task.isCancelled { throw CancellationError() }
-            let feedError = FeedErrorClassifier.classify(error, request: label)
+            var feedError = FeedErrorClassifier.classify(error, request: label)
+            if feedError.kind == .tls, feedError.message.contains(FeedErrorClassifier.untrusted),
+               let issuer = await TLSProbe.issuer(of: url) {
+                feedError = FeedError(.tls, "\(label): \(FeedErrorClassifier.untrusted) (issuer \(issuer)): set ca_file to the CA that issued it")
+            }
             if case .tooLarge = feedError.kind {
                 let message = "\(label): the body exceeds the limit of \(configuration.maxBodyBytes) bytes"
                 log(label, started, outcome: message)
