@@ -47,7 +47,9 @@ final class GitHubStyleServer: Sendable {
         let arguments = secure.flatMap { origin in
             ["--https", ([origin.name, origin.certificate, origin.key] + (origin.clientCA.map { [$0] } ?? [])).joined(separator: ":")]
         }
-        let process = try ChildProcess(["python3", script] + arguments, logPath: directory.file("server.log"))
+        // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
+        let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let process = try ChildProcess([python, script] + arguments, logPath: directory.file("server.log"))
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{\"ports\"") }) {

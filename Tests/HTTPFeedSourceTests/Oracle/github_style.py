@@ -2,7 +2,7 @@
 # first/prev/next/last (no prev on page 1), ETag and Last-Modified with 304s, scripted
 # redirects, and a second origin that records what it is sent. Written independently of
 # syncd's own code so that it can serve as the truth the tests compare the store with.
-import email.utils, hashlib, json, ssl, sys, threading, time
+import email.utils, hashlib, json, os, signal, ssl, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl, urlencode
 
@@ -126,6 +126,9 @@ class Handler(BaseHTTPRequestHandler):
 class Other(Handler):
     origin = "other"
 
+# The test process may ignore or block SIGTERM, and both survive exec.
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
 servers = [ThreadingHTTPServer(("127.0.0.1", 0), Handler), ThreadingHTTPServer(("127.0.0.1", 0), Other)]
 # --https NAME:CERT:KEY[:CLIENT_CA] adds an HTTPS origin serving the same feed; with CLIENT_CA
 # it requires a client certificate signed by that CA.
@@ -148,4 +151,7 @@ for server in servers:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
 print(json.dumps({"ports": [s.server_address[1] for s in servers]}), flush=True)
-threading.Event().wait()
+# Ends with the test process that started it, even if that one is killed.
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.5)
