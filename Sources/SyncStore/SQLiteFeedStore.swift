@@ -177,7 +177,8 @@ public struct SQLiteFeedStore: FeedStore {
         // preparing them anew (parse, plan, authorizer) cost more than the work they do.
         try db.cachedStatement(sql: "INSERT INTO feed (id) VALUES (?) ON CONFLICT(id) DO NOTHING").execute(arguments: [feed])
         let current = try persisted(db, feed: feed)
-        var floor = try Int.fetchOne(db.cachedStatement(sql: "SELECT gap_floor FROM feed WHERE id = ?"), arguments: [feed])
+        // Only an open gap has a floor.
+        var floor = current.gap == nil ? nil : try Int.fetchOne(db.cachedStatement(sql: "SELECT gap_floor FROM feed WHERE id = ?"), arguments: [feed])
         let wasEmpty = current.itemCount == 0
         let gapPage = direction == .newer && current.gap != nil
 
