@@ -213,11 +213,13 @@ public struct FeedMachine: Sendable {
             pause(direction)
             return
         }
-        if direction == .newer { newerChain = 0 }
         begin(direction)
     }
 
-    private mutating func begin(_ direction: Direction) {
+    /// Starts a load. `chained` marks a newer page that follows the one just committed (a
+    /// catch-up or gap walk), which counts towards the walk's bound; anything else starts a new walk.
+    private mutating func begin(_ direction: Direction, chained: Bool = false) {
+        if direction == .newer && !chained { newerChain = 0 }
         guard var lane = lanes[direction] else { return }
         if let timer = lane.timer {
             effects.append(.cancelTimer(direction, timer))
@@ -308,7 +310,7 @@ public struct FeedMachine: Sendable {
             if let gap = persisted.gap {
                 // Page-numbered feed: keep walking down until the pages meet the stored items.
                 if newerChain < configuration.gapPageLimit {
-                    begin(.newer)
+                    begin(.newer, chained: true)
                 } else {
                     let message = "gap not closed: \(gap.items) new items loaded over \(gap.pages) pages without reaching "
                         + "the items stored before; newer items between them may still be missing (a refresh continues)"
@@ -317,7 +319,7 @@ public struct FeedMachine: Sendable {
             } else if outcome.pageItemCount > 0, outcome.inserted > 0, !outcome.overlapped, persisted.newerCursor != nil {
                 // min_id semantics: keep going while pages bring new items; an empty page, or one
                 // that reaches stored items, means caught up.
-                begin(.newer)
+                begin(.newer, chained: true)
             }
         case .older:
             if outcome.inserted > 0 {

@@ -128,6 +128,22 @@ import Testing
         #expect(h.log.items.map(\.id) == (4...17).reversed().map(String.init))
     }
 
+    @Test func aGapWalkResumedAfterReconnectGetsAFullBound() {
+        var h = Harness(configuration: .init(reconnectSpread: .zero, gapPageLimit: 2))
+        h.send(.start)
+        h.succeed(.initial, paged(["5", "4"], next: "p2", newer: "p1"))
+        h.send(.refresh)
+        h.succeed(.newer, paged(["13", "12"], next: "p2"))
+        #expect(h.fetched.map(\.cursor) == ["p2"])
+        h.send(.offline(code: "no-carrier", reason: "no carrier"))
+        h.send(.online)
+        #expect(h.fetched.map(\.cursor) == ["p2"], "reconnect goes on with the gap")
+        h.succeed(.newer, paged(["11", "10"], next: "p3"))
+        #expect(h.fetched.map(\.cursor) == ["p3"], "a new walk: its own two pages")
+        h.succeed(.newer, paged(["9", "8"], next: "p4"))
+        #expect(h.fetched.isEmpty && h.state.newer.load.failure != nil)
+    }
+
     @Test func aPageFeedRefreshThatMeetsStoredItemsStopsAfterOnePage() {
         var h = Harness(configuration: .init(reconnectSpread: .zero))
         h.send(.start)
