@@ -106,12 +106,13 @@ public struct HTTPFeedSource: FeedSource {
         }
     }
 
-    /// Links with a `page` parameter and no item cursor, or with `first`/`last` relations, are
-    /// GitHub's style; Mastodon's links carry `max_id`/`min_id`.
+    /// Links with a `page` parameter, or with `first`/`last` relations, are GitHub's style;
+    /// Mastodon's carry neither. An item cursor in them does not count: GitHub repeats unknown
+    /// parameters, so a `min_id` sent to it (before its feed had a second page to show its
+    /// style) comes back in its page links.
     static func looksPaged(_ links: [WebLink]) -> Bool {
         links.contains { link in
             let names = URLComponents(url: link.target, resolvingAgainstBaseURL: false)?.queryItems?.map { $0.name.lowercased() } ?? []
-            if names.contains(where: { ["max_id", "min_id", "since_id"].contains($0) }) { return false }
             return names.contains("page") || link.relations.contains("first") || link.relations.contains("last")
         }
     }

@@ -4,6 +4,7 @@
 /// Servers and SQLite (BINARY collation) treat those as two different ids, so anything that
 /// de-duplicates ids goes through this key instead of `String`'s own `Hashable`.
 public struct ExactID: Sendable, Hashable, CustomStringConvertible {
+    /// The string, as given (never normalised).
     public let value: String
 
     public init(_ value: String) {

@@ -161,6 +161,30 @@ struct PageFeedTests {
         }
     }
 
+    @Test("a page feed with one page at first (no links to tell its style) is recognised once it grows")
+    func detectedLate() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(5)
+            let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
+            defer { Task { try? await client.shutdown() } }
+            try await withStore { store in
+                // No page parameter in the url: nothing says "page" until the server's links do.
+                let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: .seconds(5))
+                #expect(http.pagination == .automatic)
+                let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
+                let coordinator = SyncCoordinator(store: store, configuration: Self.configuration(), clock: ContinuousClock(), logger: quietLogger)
+                let feed = try await coordinator.addFeed("issues", source: source)
+                await coordinator.start()
+                try await waitFor(feed, "the first load") { $0.endReached && $0.itemCount == 5 }
+                try await server.add(70)  // three pages of 30 now
+                await feed.refresh()
+                try await waitFor(feed, "the refresh") { $0.itemCount == 75 && !$0.newer.load.isLoading && $0.gap == nil }
+                await coordinator.stop()
+                try await expectMirror(store, server)
+            }
+        }
+    }
+
     @Test("pagination is detected from the links when not configured")
     func detectedPagination() async throws {
         try await withGitHubStyleServer { server in
