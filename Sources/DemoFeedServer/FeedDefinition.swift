@@ -18,6 +18,17 @@ public struct FeedDefinition: Sendable, Hashable {
     /// the server behaves like Mastodon, which always links to the next page and ends the feed
     /// with an empty page.
     public var omitNextAtEnd: Bool
+    /// How pages are addressed: Mastodon's cursors, or GitHub's page numbers.
+    public var pagination: Pagination
+
+    /// The paging protocol a feed speaks.
+    public enum Pagination: String, Sendable, Hashable, CaseIterable {
+        /// `limit`, `max_id`/`min_id`/`since_id`, Link `next`/`prev` (Mastodon).
+        case cursor
+        /// `page`, `per_page`, Link `first`/`prev`/`next`/`last` (no `prev` on page 1), and an
+        /// `ETag` answered with 304 on `If-None-Match` (GitHub).
+        case page
+    }
 
     public init(
         name: String,
@@ -27,7 +38,8 @@ public struct FeedDefinition: Sendable, Hashable {
         idField: String = "id",
         defaultLimit: Int = 20,
         maxLimit: Int = 100,
-        omitNextAtEnd: Bool = true
+        omitNextAtEnd: Bool = true,
+        pagination: Pagination = .cursor
     ) {
         self.name = name
         self.initialCount = initialCount
@@ -37,13 +49,15 @@ public struct FeedDefinition: Sendable, Hashable {
         self.defaultLimit = defaultLimit
         self.maxLimit = maxLimit
         self.omitNextAtEnd = omitNextAtEnd
+        self.pagination = pagination
     }
 
-    /// Parses `NAME[:INITIAL[:PER_SECOND]]`, the `--feed` flag's syntax.
+    /// Parses `NAME[:INITIAL[:PER_SECOND[:PAGINATION]]]`, the `--feed` flag's syntax
+    /// (`PAGINATION` is `cursor` or `page`).
     public init(spec: String) throws(DemoFeedServerError) {
         let parts = spec.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        guard (1...3).contains(parts.count) else {
-            throw .invalidArgument("feed '\(spec)': expected NAME[:INITIAL[:PER_SECOND]]")
+        guard (1...4).contains(parts.count) else {
+            throw .invalidArgument("feed '\(spec)': expected NAME[:INITIAL[:PER_SECOND[:PAGINATION]]]")
         }
         self.init(name: parts[0])
         if parts.count > 1 {
@@ -57,6 +71,12 @@ public struct FeedDefinition: Sendable, Hashable {
                 throw .invalidArgument("feed '\(spec)': PER_SECOND must be a non-negative number")
             }
             itemsPerSecond = rate
+        }
+        if parts.count > 3 {
+            guard let mode = Pagination(rawValue: parts[3]) else {
+                throw .invalidArgument("feed '\(spec)': PAGINATION must be cursor or page")
+            }
+            pagination = mode
         }
         try validate()
     }

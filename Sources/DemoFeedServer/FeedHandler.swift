@@ -77,7 +77,19 @@ struct FeedHandler: Sendable {
 
         let page = await state.page(feed: name, query: query) ?? ([], false)
         var headers = HTTPFields()
-        if let link = linkHeader(page: page, query: query, definition: definition, request: request, context: context, parameters: parameters) {
+        if definition.pagination == .page {
+            if let link = await pageLinkHeader(feed: name, query: query, request: request, context: context, parameters: parameters) {
+                headers[Self.linkField] = link
+            }
+            if fault == nil {
+                // GitHub's conditional requests: a strong validator of the page's bytes.
+                let etag = Self.etag(PageBody.render(page.items))
+                headers[.eTag] = etag
+                if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag }) {
+                    return Response(status: .notModified, headers: [.eTag: etag])
+                }
+            }
+        } else if let link = linkHeader(page: page, query: query, definition: definition, request: request, context: context, parameters: parameters) {
             headers[Self.linkField] = link
         }
         switch fault {
@@ -130,6 +142,35 @@ struct FeedHandler: Sendable {
         }
         links.append("<\(url("min_id", newest.id))>; rel=\"prev\"")
         return links.joined(separator: ", ")
+    }
+
+    /// GitHub's links: `next` and `last` unless on the last page, `first` and `prev` unless on
+    /// page 1, each with the request's other parameters.
+    private func pageLinkHeader(
+        feed: String, query: PageQuery, request: Request, context: FeedRequestContext, parameters: [(key: String, value: String)]
+    ) async -> String? {
+        guard let number = query.page, let count = await state.itemCount(feed: feed) else { return nil }
+        let last = max(1, (count + query.limit - 1) / query.limit)
+        let authority = request.head.authority ?? Self.authority(of: context.channel.localAddress)
+        let kept = parameters.filter { !["page", "per_page", "fault"].contains($0.key) }
+        func url(_ page: Int) -> String {
+            let pairs = kept + [("per_page", String(query.limit)), ("page", String(page))]
+            return "http://\(authority)\(request.uri.path)?" + pairs.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
+        }
+        var links: [String] = []
+        if number < last { links += ["<\(url(number + 1))>; rel=\"next\"", "<\(url(last))>; rel=\"last\""] }
+        if number > 1 { links += ["<\(url(1))>; rel=\"first\"", "<\(url(number - 1))>; rel=\"prev\""] }
+        return links.isEmpty ? nil : links.joined(separator: ", ")
+    }
+
+    /// A strong ETag: FNV-1a of the body, in hex.
+    static func etag(_ body: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in body {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01b3
+        }
+        return "\"" + String(hash, radix: 16) + "\""
     }
 
     /// HTTPTypes has no constant for RFC 8288's header.

@@ -23,6 +23,12 @@ struct GeneratedFeed: Sendable {
 
     /// One page: items newest first, and whether items older than the page's oldest exist.
     func page(_ query: PageQuery) -> (items: [DemoFeedItem], hasOlder: Bool) {
+        if let number = query.page {
+            // Page numbers count from the newest item, so pages shift as items arrive.
+            let end = items.count - min(items.count, (number - 1) * query.limit)
+            let start = max(0, end - query.limit)
+            return (items[start..<end].reversed(), start > 0)
+        }
         var low = 0
         var high = items.count
         if let maxID = query.maxID { high = min(high, firstIndex(notBelow: maxID)) }
@@ -69,19 +75,33 @@ struct PageQuery: Sendable, Hashable {
     var maxID: String?
     var minID: String?
     var sinceID: String?
+    /// The page number of a page-numbered feed (1 when the request gives none).
+    var page: Int?
 
-    /// Which way the request pages, for fault targeting and the request log.
+    /// Which way the request pages, for fault targeting and the request log. Page 1 of a
+    /// page-numbered feed counts as initial (a refresh asks for it too), later pages as older.
     var kind: RequestKind {
+        if let page { return page > 1 ? .older : .initial }
         if minID != nil || sinceID != nil { return .newer }
         if maxID != nil { return .older }
         return .initial
     }
 
-    /// Reads `limit`, `max_id`, `min_id`, `since_id`; a bad `limit` is the client's error.
+    /// Reads `limit`, `max_id`, `min_id`, `since_id` (or, for page-numbered feeds, `per_page`
+    /// and `page`, ignoring cursors as GitHub does); a bad value is the client's error.
     init(parameters: [String: String], definition: FeedDefinition) throws(DemoFeedServerError) {
-        if let raw = parameters["limit"] {
+        let sizeKey = definition.pagination == .page ? "per_page" : "limit"
+        if definition.pagination == .page {
+            if let raw = parameters["page"] {
+                guard let value = Int(raw), value >= 1 else { throw .invalidArgument("page must be a positive integer, got '\(raw)'") }
+                page = value
+            } else {
+                page = 1
+            }
+        }
+        if let raw = parameters[sizeKey] {
             guard let value = Int(raw), value >= 1 else {
-                throw .invalidArgument("limit must be a positive integer, got '\(raw)'")
+                throw .invalidArgument("\(sizeKey) must be a positive integer, got '\(raw)'")
             }
             limit = min(value, definition.maxLimit)
         } else {
@@ -91,6 +111,7 @@ struct PageQuery: Sendable, Hashable {
             guard let value = parameters[key], !value.isEmpty else { return nil }
             return value
         }
+        guard definition.pagination == .cursor else { return }
         maxID = id("max_id")
         minID = id("min_id")
         sinceID = id("since_id")

@@ -3,6 +3,7 @@ import Glibc
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import SyncCore
 
 /// Maps errors from the HTTP stack onto ``FeedError`` kinds, which is what the retry policy
@@ -24,6 +25,7 @@ enum FeedErrorClassifier {
                 return FeedError(.transport, "\(request): \(client)")
             }
         }
+        if let tls = classifyTLS(error, request: request) { return tls }
         if let connection = error as? NIOConnectionError {
             return FeedError(.transport, "\(request): \(describe(connection))")
         }
@@ -53,6 +55,58 @@ enum FeedErrorClassifier {
         // Connection failures from NIOPosix (NIOConnectionError with per-address errors) and
         // anything else raised below HTTP: the request did not get a usable answer.
         return FeedError(.transport, "\(request): \(error)")
+    }
+
+    /// The words of a certificate that no trusted CA signed.
+    static let untrusted = "certificate not trusted"
+
+    /// TLS failures in words, without BoringSSL's error stack (codes and build paths). Failures
+    /// on certificates are `.tls` (permanent until the configuration changes); others transport.
+    private static func classifyTLS(_ error: any Error, request: String) -> FeedError? {
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return FeedError(.tls, "\(request): host name mismatch: the server's certificate does not name the host in the url")
+        }
+        let reasons: [String]
+        if let boring = error as? BoringSSLError {
+            // An alert from the server after the handshake started (a client certificate refused).
+            reasons = boringSSLReasons(boring)
+        } else if let ssl = error as? NIOSSLError {
+            switch ssl {
+            case .handshakeFailed(let failure):
+                reasons = boringSSLReasons(failure)
+            case .unableToValidateCertificate, .noCertificateToValidate:
+                return FeedError(.tls, "\(request): certificate not trusted (it could not be validated)")
+            default:
+                return FeedError(.transport, "\(request): TLS failed (\(ssl))")
+            }
+        } else {
+            return nil
+        }
+        if reasons.contains("CERTIFICATE_VERIFY_FAILED") {
+            return FeedError(.tls, "\(request): \(untrusted) (its issuer is not in the trust store; set ca_file to the CA that issued it)")
+        }
+        let refused = ["ALERT_CERTIFICATE_REQUIRED", "ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA", "ALERT_CERTIFICATE_UNKNOWN",
+                       "ALERT_HANDSHAKE_FAILURE", "ALERT_ACCESS_DENIED"]
+        if let reason = reasons.first(where: { reason in refused.contains { reason.hasSuffix($0) } }) {
+            return FeedError(.tls, "\(request): the server refused the TLS handshake (\(reason)): "
+                + "check client_certificate and client_key")
+        }
+        return FeedError(.transport, "\(request): TLS handshake failed (\(reasons.isEmpty ? "no reason given" : reasons.joined(separator: ", ")))")
+    }
+
+    /// The reason names in a BoringSSL error ("…:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at
+    /// /build/path.cc:123" gives "CERTIFICATE_VERIFY_FAILED").
+    private static func boringSSLReasons(_ error: BoringSSLError) -> [String] {
+        let text = String(describing: error)
+        var reasons: [String] = []
+        var rest = Substring(text)
+        while let range = rest.range(of: "OPENSSL_internal:") {
+            let tail = rest[range.upperBound...]
+            let name = tail.prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+            if !name.isEmpty { reasons.append(String(name)) }
+            rest = tail
+        }
+        return reasons
     }
 
     /// "cannot connect to HOST port N: 127.0.0.1: Connection refused", one reason per address tried.

@@ -34,8 +34,10 @@ public final class HTTPFeedClient: Sendable {
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.retryConnectionEstablishment = false
         let configuration = HTTPClient.Configuration(
-            // Redirects are not followed: a redirect could carry the bearer token to another
-            // host, and a feed URL that moved is something the operator should see.
+            tlsConfiguration: TLSDefaults.client(),
+            // Sources follow redirects themselves: only to the same origin (or https on the same
+            // host), never with the bearer token elsewhere, and a feed that moved for good is
+            // something the operator should see.
             redirectConfiguration: .disallow,
             timeout: .init(connect: .nanoseconds(Int64(options.connectTimeout.totalNanoseconds))),
             connectionPool: pool,

@@ -1,6 +1,27 @@
 import Foundation
 import SyncCore
 
+/// How a feed's pages are addressed.
+public enum FeedPagination: String, Sendable, Hashable, CaseIterable {
+    /// Chosen from each response: page numbers when its links carry `page=` or the relations
+    /// `first`/`last` (GitHub), cursors otherwise (Mastodon).
+    case automatic
+    /// Cursors relative to items (`max_id`/`min_id`, Link `next`/`prev`): a newer page starts
+    /// just above a given item, so refresh never skips one.
+    case cursor
+    /// Page numbers (`page=2`, Link `first`/`prev`/`next`/`last`, no `prev` on page 1): a newer
+    /// page can only be page 1, so refresh walks down from it until it meets a stored item.
+    case page
+
+    /// The choice for a configured URL when none is given: GitHub's API pages by number.
+    public static func detect(for url: URL) -> FeedPagination {
+        if url.host?.lowercased() == "api.github.com" { return .page }
+        let names = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.map { $0.name.lowercased() } ?? []
+        if names.contains("page") || names.contains("per_page") { return .page }
+        return .automatic
+    }
+}
+
 /// One HTTP feed: where it is and how to read it.
 public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// The URL of the newest page, e.g. `https://mastodon.example/api/v1/timelines/home?limit=40`.
@@ -19,6 +40,10 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
     public var emptyFeedMinID: String?
     /// Sent as `User-Agent`.
     public var userAgent: String
+    /// How pages are addressed (cursors or page numbers).
+    public var pagination: FeedPagination
+    /// A private CA and a client certificate; `nil` trusts the system store and sends none.
+    public var tls: FeedTLS?
 
     public init(
         url: URL,
@@ -27,7 +52,9 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         requestTimeout: Duration = .seconds(30),
         maxBodyBytes: Int = 8 << 20,
         emptyFeedMinID: String? = "0",
-        userAgent: String = "syncd"
+        userAgent: String = "syncd",
+        pagination: FeedPagination? = nil,
+        tls: FeedTLS? = nil
     ) {
         self.url = url
         self.idField = idField
@@ -36,6 +63,8 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         self.maxBodyBytes = maxBodyBytes
         self.emptyFeedMinID = emptyFeedMinID
         self.userAgent = userAgent
+        self.pagination = pagination ?? FeedPagination.detect(for: url)
+        self.tls = tls
     }
 
     /// Rejects configurations that cannot work, with the reason.
@@ -51,7 +80,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
     public var description: String {
         "HTTPFeedConfiguration(url: \(url.redactedForLog), idField: \(idField), "
             + "authorization: \(authorization.map(String.init(describing:)) ?? "none"), "
-            + "requestTimeout: \(requestTimeout), maxBodyBytes: \(maxBodyBytes))"
+            + "requestTimeout: \(requestTimeout), maxBodyBytes: \(maxBodyBytes), pagination: \(pagination.rawValue))"
     }
 
     /// What `dump` and debuggers show: the URL redacted, the token hidden.
@@ -64,6 +93,8 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
             "maxBodyBytes": maxBodyBytes,
             "emptyFeedMinID": emptyFeedMinID as Any,
             "userAgent": userAgent,
+            "pagination": pagination.rawValue,
+            "tls": tls.map { String(describing: $0) } ?? "default",
         ])
     }
 }

@@ -3,23 +3,35 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import SyncCore
 import Synchronization
 
 /// A feed read over HTTP with RFC 8288 `Link` header pagination, as Mastodon and GitHub page.
 ///
 /// Cursors are the URLs from the `Link` header: `rel="next"` pages older (its absence is the end
-/// of the feed), `rel="prev"` pages newer with Mastodon's `min_id` (the items immediately newer,
-/// so nothing is skipped). Items are the elements of the JSON array body, stored byte for byte.
+/// of the feed). How newer items are reached depends on ``FeedPagination``:
+/// - cursor feeds: `rel="prev"` (or `previous`) pages newer with Mastodon's `min_id` (the items
+///   immediately newer, so nothing is skipped). When the server sends no `prev` link on a
+///   non-empty page, the newer cursor is built from the request URL with `min_id` set to the
+///   page's newest id; for a feed that is empty at its first load, from
+///   ``HTTPFeedConfiguration/emptyFeedMinID``.
+/// - page feeds: the newer cursor is the configured URL (page 1), and every page carries its
+///   `next` link as ``FeedPage/continuation``, so a refresh that gets more than a page of new
+///   items walks down into the gap until it meets stored items.
 ///
-/// When the server sends no `prev` link on a non-empty page, the newer cursor is built from the
-/// request URL with `min_id` set to the page's newest id; for a feed that is empty at its first
-/// load, from ``HTTPFeedConfiguration/emptyFeedMinID``.
+/// Items are the elements of the JSON array body, stored byte for byte.
 public struct HTTPFeedSource: FeedSource {
     public let configuration: HTTPFeedConfiguration
     private let client: HTTPFeedClient
     private let parser: JSONPageParser
     private let logger: Logger
+    private let cache = ValidatorCache()
+    /// The feed's TLS settings (its CA, client certificate); `nil` uses the client's defaults.
+    private let tls: TLSConfiguration?
+
+    /// 304 answers so far: refreshes that found nothing new without a body.
+    public var notModifiedCount: Int { cache.notModifiedCount }
 
     /// - Throws: ``FeedError`` when the configuration cannot work (bad URL, empty id field).
     public init(configuration: HTTPFeedConfiguration, client: HTTPFeedClient, logger: Logger = Logger(label: "syncd.http-feed")) throws(FeedError) {
@@ -28,17 +40,20 @@ public struct HTTPFeedSource: FeedSource {
         self.client = client
         self.parser = JSONPageParser(idField: configuration.idField)
         self.logger = logger
+        self.tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
     }
 
     public func fetchInitial() async throws -> FeedPage {
-        let response = try await fetch(configuration.url)
-        let newer = LinkHeader.first("prev", in: response.links)?.absoluteString
+        // A page feed's refresh asks for this URL again: its validators make that a 304.
+        let response = try await fetch(configuration.url, remember: true)
+        let next = LinkHeader.first("next", in: response.links)?.absoluteString
+        if isPaged(response) {
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next)
+        }
+        let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(configuration.url, minID: $0.id) }
             ?? Self.emptyFeedCursor(configuration)
-        return FeedPage(
-            items: response.items,
-            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
-            newerCursor: newer)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
     }
 
     public func fetchOlder(cursor: String) async throws -> FeedPage {
@@ -53,13 +68,53 @@ public struct HTTPFeedSource: FeedSource {
 
     public func fetchNewer(cursor: String) async throws -> FeedPage {
         let url = try cursorURL(cursor)
-        let response = try await fetch(url)
-        let newer = LinkHeader.first("prev", in: response.links)?.absoluteString
+        let response = try await fetch(url, conditional: isRefresh(url))
+        if response.notModified {
+            // The same answer as last time, whose items are stored: caught up, cursors kept.
+            return FeedPage(items: [], olderCursor: nil, newerCursor: nil)
+        }
+        let next = LinkHeader.first("next", in: response.links)?.absoluteString
+        if isPaged(response) {
+            // Page 1 again, or a page inside a gap: the newer cursor stays page 1.
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: nil, continuation: next)
+        }
+        let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(url, minID: $0.id) }
-        return FeedPage(
-            items: response.items,
-            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
-            newerCursor: newer)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
+    }
+
+    /// Whether `url` is a refresh that is asked again as it is, so a 304 means "nothing new":
+    /// page 1 of a page feed, or a cursor feed's newer link. A page inside a gap is not: its
+    /// 304 would not say where the gap goes on.
+    private func isRefresh(_ url: URL) -> Bool {
+        if url.absoluteString == configuration.url.absoluteString { return true }
+        switch configuration.pagination {
+        case .page: return false
+        case .cursor: return true
+        case .automatic:
+            let names = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.map { $0.name.lowercased() } ?? []
+            return !names.contains("page")
+        }
+    }
+
+    /// Whether this response is read as a page-numbered one.
+    private func isPaged(_ response: Response) -> Bool {
+        switch configuration.pagination {
+        case .page: return true
+        case .cursor: return false
+        case .automatic: return Self.looksPaged(response.links)
+        }
+    }
+
+    /// Links with a `page` parameter, or with `first`/`last` relations, are GitHub's style;
+    /// Mastodon's carry neither. An item cursor in them does not count: GitHub repeats unknown
+    /// parameters, so a `min_id` sent to it (before its feed had a second page to show its
+    /// style) comes back in its page links.
+    static func looksPaged(_ links: [WebLink]) -> Bool {
+        links.contains { link in
+            let names = URLComponents(url: link.target, resolvingAgainstBaseURL: false)?.queryItems?.map { $0.name.lowercased() } ?? []
+            return names.contains("page") || link.relations.contains("first") || link.relations.contains("last")
+        }
     }
 
     // MARK: Request
@@ -67,50 +122,46 @@ public struct HTTPFeedSource: FeedSource {
     private struct Response: Sendable {
         var items: [FeedItem]
         var links: [WebLink]
+        /// 304: the same as the last answer to this URL, whose items are stored.
+        var notModified = false
     }
 
     private struct RawResponse: Sendable {
         var body: [UInt8]
         var linkHeaders: [String]
+        /// Where the answer came from, after redirects: Link targets resolve against it.
+        var url: URL
+        var validators: Validators?
+        var notModified = false
     }
 
-    private func fetch(_ url: URL) async throws -> Response {
+    /// Redirects followed for one request, as browsers and curl bound them.
+    public static let maxRedirects = 5
+
+    /// - Parameters:
+    ///   - conditional: send the validators of the last answer to `url`, if any (a 304 then
+    ///     comes back as an empty ``Response/notModified`` response).
+    ///   - remember: keep this answer's validators for a later conditional request.
+    private func fetch(_ url: URL, conditional: Bool = false, remember: Bool = false) async throws -> Response {
         try Task.checkCancellation()
         let label = "GET \(url.redactedForLog)"
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = .GET
-        request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: "User-Agent", value: configuration.userAgent)
-        if client.options.decompression {
-            request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
-        }
-        // Link targets come from the server; the token goes only where the operator pointed it.
-        if let authorization = configuration.authorization, url.origin == configuration.url.origin {
-            request.headers.add(name: "Authorization", value: try authorization.headerValue())
-        }
         let started = ContinuousClock.now
+        let validators = conditional ? cache.validators(for: url) : nil
         let raw: RawResponse
         do {
-            raw = try await withRequestTimeout(label) { [client, configuration, request] in
-                let deadline = NIODeadline.now() + .nanoseconds(Int64(configuration.requestTimeout.totalNanoseconds))
-                let response = try await client.http.execute(request, deadline: deadline)
-                guard (200..<300).contains(response.status.code) else {
-                    throw Self.statusError(response, label: label)
-                }
-                let encoded = response.headers["content-encoding"].contains { $0.lowercased() != "identity" }
-                if !encoded, let length = response.headers.first(name: "content-length").flatMap(Int.init),
-                    length > configuration.maxBodyBytes {
-                    throw FeedError(.tooLarge, "\(label): the body is \(length) bytes, more than the limit of \(configuration.maxBodyBytes)")
-                }
-                let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
-                return RawResponse(body: Array(buffer.readableBytesView), linkHeaders: response.headers["link"])
+            raw = try await withRequestTimeout(label) { [self] in
+                try await exchange(url, label: label, validators: validators)
             }
         } catch let error as FeedError {
             log(label, started, outcome: error.message)
             throw error
         } catch {
             if Task.isCancelled { throw CancellationError() }
-            let feedError = FeedErrorClassifier.classify(error, request: label)
+            var feedError = FeedErrorClassifier.classify(error, request: label)
+            if feedError.kind == .tls, feedError.message.contains(FeedErrorClassifier.untrusted),
+               let issuer = await TLSProbe.issuer(of: url) {
+                feedError = FeedError(.tls, "\(label): \(FeedErrorClassifier.untrusted) (issuer \(issuer)): set ca_file to the CA that issued it")
+            }
             if case .tooLarge = feedError.kind {
                 let message = "\(label): the body exceeds the limit of \(configuration.maxBodyBytes) bytes"
                 log(label, started, outcome: message)
@@ -118,6 +169,11 @@ public struct HTTPFeedSource: FeedSource {
             }
             log(label, started, outcome: feedError.message)
             throw feedError
+        }
+        if raw.notModified {
+            let count = cache.countNotModified()
+            log(label, started, outcome: "304 Not Modified: nothing new (\(count) so far)")
+            return Response(items: [], links: [], notModified: true)
         }
         let items: [FeedItem]
         do {
@@ -127,8 +183,107 @@ public struct HTTPFeedSource: FeedSource {
             log(label, started, outcome: message)
             throw FeedError(.malformed, message)
         }
+        // Validators are kept only for URLs that are asked again as they are (a refresh), and
+        // only once the body parsed: a 304 then stands for a page whose items are stored.
+        if conditional || remember, let validators = raw.validators { cache.store(validators, for: url) }
         log(label, started, outcome: "\(items.count) items")
-        return Response(items: items, links: LinkHeader.parse(raw.linkHeaders, base: url))
+        return Response(items: items, links: LinkHeader.parse(raw.linkHeaders, base: raw.url))
+    }
+
+    /// One request and the redirects it is allowed to follow.
+    ///
+    /// Followed: 302, 303 and 307 to the same origin, or from http to https on the same host.
+    /// Not followed: 301 and 308 (the feed moved: the operator updates its url, the error names
+    /// the new one) and redirects to another origin (which would see the request, and must never
+    /// see the token).
+    private func exchange(_ start: URL, label: String, validators: Validators?) async throws -> RawResponse {
+        var url = start
+        var followed = 0
+        while true {
+            var request = HTTPClientRequest(url: url.absoluteString)
+            request.method = .GET
+            request.headers.add(name: "Accept", value: "application/json")
+            request.headers.add(name: "User-Agent", value: configuration.userAgent)
+            if client.options.decompression {
+                request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+            }
+            // Link targets and redirects come from the server; the token goes only where the
+            // operator pointed it.
+            if let authorization = configuration.authorization, mayAuthorize(url) {
+                request.headers.add(name: "Authorization", value: try authorization.headerValue())
+            }
+            if let validators {
+                if let etag = validators.etag { request.headers.add(name: "If-None-Match", value: etag) }
+                if let lastModified = validators.lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
+            }
+            if let tls { request.tlsConfiguration = tls }
+            let deadline = NIODeadline.now() + .nanoseconds(Int64(configuration.requestTimeout.totalNanoseconds))
+            let response = try await client.http.execute(request, deadline: deadline)
+            let code = Int(response.status.code)
+            if code == 304, validators != nil {
+                return RawResponse(body: [], linkHeaders: [], url: url, validators: validators, notModified: true)
+            }
+            if [301, 302, 303, 307, 308].contains(code) {
+                let target = redirectTarget(response, from: url, label: label)
+                guard case .success(let next) = target else {
+                    if case .failure(let error) = target { throw error }
+                    preconditionFailure()
+                }
+                followed += 1
+                guard followed <= Self.maxRedirects else {
+                    throw FeedError(.other, "\(label): more than \(Self.maxRedirects) redirects (the last to \(next.redactedForLog))")
+                }
+                // Read what little a redirect carries, so its connection can be reused.
+                _ = try? await response.body.collect(upTo: 64 << 10)
+                url = next
+                continue
+            }
+            guard (200..<300).contains(code) else {
+                throw Self.statusError(response, label: label)
+            }
+            let encoded = response.headers["content-encoding"].contains { $0.lowercased() != "identity" }
+            if !encoded, let length = response.headers.first(name: "content-length").flatMap(Int.init),
+                length > configuration.maxBodyBytes {
+                throw FeedError(.tooLarge, "\(label): the body is \(length) bytes, more than the limit of \(configuration.maxBodyBytes)")
+            }
+            let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
+            let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
+            return RawResponse(
+                body: Array(buffer.readableBytesView), linkHeaders: response.headers["link"], url: url,
+                validators: found.isEmpty ? nil : found)
+        }
+    }
+
+    /// Where a redirect may be followed to, or why not.
+    private func redirectTarget(_ response: HTTPClientResponse, from url: URL, label: String) -> Result<URL, FeedError> {
+        let code = Int(response.status.code)
+        let status = "HTTP \(code) \(response.status.reasonPhrase)"
+        guard let location = response.headers.first(name: "location"),
+              let target = URL(string: location, relativeTo: url)?.absoluteURL,
+              let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https", target.host != nil
+        else {
+            return .failure(FeedError(.httpStatus(code), "\(label): \(status) without a usable Location"))
+        }
+        if code == 301 || code == 308 {
+            return .failure(FeedError(.httpStatus(code), "\(label): \(status): the feed moved to \(target.redactedForLog); "
+                + "update its url in the configuration (a permanent move is not followed)"))
+        }
+        guard target.origin == url.origin || Self.isUpgrade(from: url, to: target) else {
+            return .failure(FeedError(.httpStatus(code), "\(label): \(status) to another origin, \(target.redactedForLog): "
+                + "not followed (only the same origin, or https on the same host)"))
+        }
+        return .success(target)
+    }
+
+    /// http to https on the same host: the only change of origin that is followed.
+    static func isUpgrade(from url: URL, to target: URL) -> Bool {
+        url.scheme?.lowercased() == "http" && target.scheme?.lowercased() == "https"
+            && url.host?.lowercased() == target.host?.lowercased()
+    }
+
+    /// The configured origin, or its https upgrade on the same host (reached by a redirect).
+    private func mayAuthorize(_ url: URL) -> Bool {
+        url.origin == configuration.url.origin || Self.isUpgrade(from: configuration.url, to: url)
     }
 
     /// Bounds the whole exchange, body included: AsyncHTTPClient's deadline stops at the
@@ -197,6 +352,45 @@ public struct HTTPFeedSource: FeedSource {
         guard let minID = configuration.emptyFeedMinID else { return configuration.url.absoluteString }
         return url(configuration.url, minID: minID)
     }
+}
+
+/// The validators of a response, sent back as If-None-Match / If-Modified-Since.
+struct Validators: Sendable, Hashable {
+    var etag: String?
+    var lastModified: String?
+    var isEmpty: Bool { etag == nil && lastModified == nil }
+}
+
+/// Validators of the last answers to refresh URLs, and the count of 304s. In memory: after a
+/// restart the first refresh is unconditional.
+private final class ValidatorCache: Sendable {
+    private struct State {
+        var validators: [String: Validators] = [:]
+        var notModified = 0
+    }
+    private let state = Mutex(State())
+    /// A cursor feed's refresh URL changes as items arrive; old ones are dropped past this.
+    private static let limit = 16
+
+    func validators(for url: URL) -> Validators? {
+        state.withLock { $0.validators[url.absoluteString] }
+    }
+
+    func store(_ validators: Validators, for url: URL) {
+        state.withLock { state in
+            if state.validators.count >= Self.limit { state.validators = [:] }
+            state.validators[url.absoluteString] = validators
+        }
+    }
+
+    func countNotModified() -> Int {
+        state.withLock { state in
+            state.notModified += 1
+            return state.notModified
+        }
+    }
+
+    var notModifiedCount: Int { state.withLock { $0.notModified } }
 }
 
 /// Set by a request's timer when it fires.

@@ -57,7 +57,8 @@ struct JSONScanner {
         }
         index += 1
         var items: [FeedItem] = []
-        var seen = Set<String>()
+        // Exact ids: NFC and NFD spellings of one name are two items, as on the server.
+        var seen = Set<ExactID>()
         skipWhitespace()
         if peek() == UInt8(ascii: "]") {
             index += 1
@@ -72,7 +73,7 @@ struct JSONScanner {
                 guard let id else {
                     throw JSONSyntaxError(message: "item \(items.count) has no \"\(String(decoding: idKey, as: UTF8.self))\" string or integer")
                 }
-                guard seen.insert(id).inserted else {
+                guard seen.insert(ExactID(id)).inserted else {
                     throw JSONSyntaxError(message: "id \"\(id)\" appears twice in one page")
                 }
                 items.append(FeedItem(id: id, payload: Data(bytes[start..<index])))

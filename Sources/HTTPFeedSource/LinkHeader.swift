@@ -68,6 +68,12 @@ public enum LinkHeader {
         links.first { $0.relations.contains(relation) }?.target
     }
 
+    /// The link to newer items: `rel="prev"`, or its older spelling `rel="previous"` (HTML 4,
+    /// still sent by some servers).
+    public static func previous(in links: [WebLink]) -> URL? {
+        links.first { $0.relations.contains("prev") || $0.relations.contains("previous") }?.target
+    }
+
     private struct Scanner {
         let scalars: [Unicode.Scalar]
         var index = 0

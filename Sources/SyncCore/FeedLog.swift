@@ -6,7 +6,9 @@ public struct FeedLog: Sendable, Hashable {
     /// Stored items, newest first.
     public private(set) var items: [FeedItem] = []
     public private(set) var feed: PersistedFeed = .fresh
-    private var ids: Set<String> = []
+    private var ids: Set<ExactID> = []
+    /// The newest item stored when the open gap opened: gap pages go just above it.
+    private var gapFloor: ExactID?
 
     public init() {}
 
@@ -35,20 +37,88 @@ public struct FeedLog: Sendable, Hashable {
         }
     }
 
-    /// Commits one page: skips items already stored, prepends or appends the rest in page order.
+    /// The gap after committing a page, shared by every store.
+    ///
+    /// - Parameters:
+    ///   - overlapped: the page held an item already stored.
+    ///   - reachedFloor: (gap pages only) the page held an item stored before the gap opened.
+    /// - Returns: the gap, and whether this page opened it.
+    public static func gap(
+        after page: FeedPage,
+        direction: Direction,
+        current: PersistedFeed,
+        feedWasEmpty: Bool,
+        overlapped: Bool,
+        reachedFloor: Bool,
+        inserted: Int
+    ) -> (gap: FeedGap?, opened: Bool) {
+        guard direction == .newer else { return (direction == .initial ? nil : current.gap, false) }
+        if let gap = current.gap {
+            // A gap page: the gap closes where it meets the older items, or at the feed's end.
+            guard !reachedFloor, let next = page.continuation else { return (nil, false) }
+            return (FeedGap(cursor: next, pages: gap.pages + 1, items: gap.items + inserted), false)
+        }
+        guard !feedWasEmpty, !overlapped, !page.items.isEmpty, let next = page.continuation else { return (nil, false) }
+        return (FeedGap(cursor: next, pages: 1, items: inserted), true)
+    }
+
+    /// Commits one page: skips items already stored, places the rest in page order next to the
+    /// stored items the page holds, or, when it holds none, where `direction` puts them.
     @discardableResult
     public mutating func commit(_ page: FeedPage, direction: Direction, at date: Date) -> CommitOutcome {
         let wasEmpty = items.isEmpty
-        var fresh: [FeedItem] = []
-        for item in page.items where !ids.contains(item.id) {
-            ids.insert(item.id)
-            fresh.append(item)
+        let gapPage = direction == .newer && feed.gap != nil
+        var overlapped = false
+        var reachedFloor = false
+        var inserted = 0
+        // Runs of new items, each between the stored items around it in the page.
+        var upper: ExactID?
+        var run: [FeedItem] = []
+        var inPage: Set<ExactID> = []
+        func flush(lower: ExactID?) {
+            defer { run = [] }
+            guard !run.isEmpty else { return }
+            let index: Int
+            if let upper, let at = position(of: upper) {
+                index = at + 1
+            } else if let lower, let at = position(of: lower) {
+                index = at
+            } else if direction == .older {
+                index = items.count
+            } else if gapPage, let floor = gapFloor, let at = position(of: floor) {
+                index = at
+            } else {
+                index = 0
+            }
+            items.insert(contentsOf: run, at: index)
+            for item in run { ids.insert(ExactID(item.id)) }
+            inserted += run.count
         }
-        switch direction {
-        case .older: items.append(contentsOf: fresh)
-        case .initial, .newer: items.insert(contentsOf: fresh, at: 0)
+        for item in page.items {
+            let key = ExactID(item.id)
+            guard inPage.insert(key).inserted else { continue }
+            if ids.contains(key) {
+                overlapped = true
+                if gapPage, let floor = gapFloor, let bottom = position(of: floor), let at = position(of: key), at >= bottom {
+                    reachedFloor = true
+                }
+                flush(lower: key)
+                upper = key
+            } else {
+                run.append(item)
+            }
         }
+        flush(lower: nil)
+
         let cursors = Self.cursors(after: page, direction: direction, current: feed, feedWasEmpty: wasEmpty)
+        let gap = Self.gap(
+            after: page, direction: direction, current: feed, feedWasEmpty: wasEmpty,
+            overlapped: overlapped, reachedFloor: reachedFloor, inserted: inserted)
+        if gap.opened {
+            gapFloor = items.count > inserted ? ExactID(items[inserted].id) : nil
+        } else if gap.gap == nil {
+            gapFloor = nil
+        }
         feed = PersistedFeed(
             olderCursor: cursors.older,
             newerCursor: cursors.newer,
@@ -56,9 +126,14 @@ public struct FeedLog: Sendable, Hashable {
             hasLoaded: true,
             itemCount: items.count,
             lastSyncAt: date,
-            revision: feed.revision + 1
+            revision: feed.revision + 1,
+            gap: gap.gap
         )
-        return CommitOutcome(feed: feed, pageItemCount: page.items.count, inserted: fresh.count)
+        return CommitOutcome(feed: feed, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
+    }
+
+    private func position(of id: ExactID) -> Int? {
+        items.firstIndex { ExactID($0.id) == id }
     }
 }
 

@@ -14,7 +14,12 @@ import Foundation
 /// - nothing is sent while offline: going offline cancels requests and timers and marks those
 ///   directions paused without counting a failure; coming back runs them (and newer) after a
 ///   random spread;
-/// - failures back off by ``RetryPolicy``; permanent errors wait for a manual trigger.
+/// - failures back off by ``RetryPolicy``; permanent errors wait for a manual trigger;
+/// - backfill ends only where the feed does (no `next`) or where the server repeats a page that
+///   added nothing (a cycle of links), which is shown as an older failure, never silent;
+/// - an open ``FeedGap`` (a page-numbered feed got more new items than a page) is loaded before
+///   anything newer, at most ``SyncConfiguration/gapPageLimit`` pages per trigger; a gap still
+///   open after that is shown as a newer failure until a later refresh closes it.
 public struct FeedMachine: Sendable {
     public let feed: String
     public var configuration: SyncConfiguration
@@ -23,10 +28,16 @@ public struct FeedMachine: Sendable {
     private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
     private var offline: OfflineBanner?
     private var started = false
-    /// Set when an automatic older load added nothing, so backfill cannot spin on a stuck cursor.
+    /// Set when the server's `next` led back to a page that added nothing, so backfill cannot
+    /// spin on a cycle of links.
     private var backfillStalled = false
     /// Items the latest refresh (newer load, over all its pages) brought in.
     private var newItems = 0
+    /// Older cursors whose pages added nothing since the last page that did: meeting one again
+    /// is a cycle.
+    private var fruitlessCursors: Set<ExactID> = []
+    /// Newer pages loaded in a row since the last trigger, which bounds a gap walk.
+    private var newerChain = 0
     private var lastToken: UInt64 = 0
     private var effects: [FeedEffect] = []
     private var now = Date(timeIntervalSinceReferenceDate: 0)
@@ -40,6 +51,8 @@ public struct FeedMachine: Sendable {
         /// Not before this date, from the server's `Retry-After`.
         var notBefore: Date?
         var running: FetchToken?
+        /// The cursor the running request was sent with.
+        var cursor: String?
         var timer: FetchToken?
         /// The state to return to when the running request is cancelled by going offline.
         var restore: LoadState = .idle
@@ -73,7 +86,8 @@ public struct FeedMachine: Sendable {
             itemCount: persisted.itemCount,
             offline: offline,
             lastSyncAt: persisted.lastSyncAt,
-            newItems: newItems
+            newItems: newItems,
+            gap: persisted.gap
         )
     }
 
@@ -93,8 +107,8 @@ public struct FeedMachine: Sendable {
     /// same cursor, and drops it otherwise.
     public func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
         guard direction != .newer, lane(direction).running == token, !isOffline, !backfillStalled,
-              let cursor = page.olderCursor, !page.items.isEmpty,
-              persisted.itemCount + page.items.count < configuration.backfillDepth
+              let cursor = page.olderCursor, persisted.itemCount + page.items.count < configuration.backfillDepth,
+              !fruitlessCursors.contains(ExactID(cursor)), !(lane(direction).cursor ?? "").isExactly(cursor)
         else { return nil }
         if direction == .initial {
             let older = lane(.older)
@@ -150,6 +164,7 @@ public struct FeedMachine: Sendable {
             if started && persisted.hasLoaded { request(.newer, manual: false) }
         case .loadOlder:
             backfillStalled = false
+            fruitlessCursors = []
             request(.older, manual: true)
         case .retry:
             if !persisted.hasLoaded {
@@ -206,7 +221,10 @@ public struct FeedMachine: Sendable {
         begin(direction)
     }
 
-    private mutating func begin(_ direction: Direction) {
+    /// Starts a load. `chained` marks a newer page that follows the one just committed (a
+    /// catch-up or gap walk), which counts towards the walk's bound; anything else starts a new walk.
+    private mutating func begin(_ direction: Direction, chained: Bool = false) {
+        if direction == .newer && !chained { newerChain = 0 }
         guard var lane = lanes[direction] else { return }
         if let timer = lane.timer {
             effects.append(.cancelTimer(direction, timer))
@@ -226,8 +244,9 @@ public struct FeedMachine: Sendable {
         let cursor: String? = switch direction {
         case .initial: nil
         case .older: persisted.olderCursor
-        case .newer: persisted.newerCursor
+        case .newer: persisted.gap?.cursor ?? persisted.newerCursor
         }
+        lanes[direction]?.cursor = cursor
         effects.append(.fetch(FetchRequest(direction: direction, cursor: cursor, token: token)))
     }
 
@@ -280,7 +299,9 @@ public struct FeedMachine: Sendable {
             }
             return
         }
+        let requested = lane.cursor
         lane.running = nil
+        lane.cursor = nil
         lane.load = .loaded
         lane.paused = false
         lane.attempt = 0
@@ -291,12 +312,34 @@ public struct FeedMachine: Sendable {
         switch direction {
         case .newer:
             newItems += outcome.inserted
-            // min_id semantics: keep going while pages bring new items; an empty page means caught up.
-            if outcome.pageItemCount > 0, outcome.inserted > 0, persisted.newerCursor != nil {
-                begin(.newer)
+            newerChain += 1
+            if let gap = persisted.gap {
+                // Page-numbered feed: keep walking down until the pages meet the stored items.
+                if newerChain < configuration.gapPageLimit {
+                    begin(.newer, chained: true)
+                } else {
+                    let message = "gap not closed: \(gap.items) new items loaded over \(gap.pages) pages without reaching "
+                        + "the items stored before; newer items between them may still be missing (a refresh continues)"
+                    lanes[.newer]?.load = .failed(LoadFailure(error: FeedError(.other, message), attempt: 1, nextRetryAt: nil))
+                }
+            } else if outcome.pageItemCount > 0, outcome.inserted > 0, !outcome.overlapped, persisted.newerCursor != nil {
+                // min_id semantics: keep going while pages bring new items; an empty page, or one
+                // that reaches stored items, means caught up.
+                begin(.newer, chained: true)
             }
         case .older:
-            if outcome.inserted == 0, !persisted.endReached { backfillStalled = true }
+            if outcome.inserted > 0 {
+                fruitlessCursors = []
+            } else if let requested {
+                fruitlessCursors.insert(ExactID(requested))
+            }
+            // Only a repeated cursor stops backfill short of the end: an empty page or a page of
+            // items already stored (a page shift) still has a `next` worth following.
+            if !persisted.endReached, let next = persisted.olderCursor, fruitlessCursors.contains(ExactID(next)) {
+                backfillStalled = true
+                let message = "backfill stopped: the server's next link leads back to a page that added nothing (\(next))"
+                lanes[.older]?.load = .failed(LoadFailure(error: FeedError(.other, message), attempt: 1, nextRetryAt: nil))
+            }
         case .initial:
             break
         }

@@ -1,6 +1,9 @@
 import Foundation
 
 /// One record of a feed, stored exactly as the server sent it.
+///
+/// Two items are equal when their ids have the same bytes and their payloads are equal: ids that
+/// are merely canonically equivalent (NFC and NFD spellings) are different items.
 public struct FeedItem: Sendable, Hashable, Codable {
     /// The item's identifier (servers such as Mastodon and GitHub use strings).
     public var id: String
@@ -10,6 +13,15 @@ public struct FeedItem: Sendable, Hashable, Codable {
     public init(id: String, payload: Data) {
         self.id = id
         self.payload = payload
+    }
+
+    public static func == (lhs: FeedItem, rhs: FeedItem) -> Bool {
+        lhs.id.isExactly(rhs.id) && lhs.payload == rhs.payload
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactID(id))
+        hasher.combine(payload)
     }
 }
 
@@ -23,11 +35,18 @@ public struct FeedPage: Sendable, Hashable {
     /// Where to continue towards newer items; `nil` when the server gave none, in which case
     /// the previous newer cursor stays valid.
     public var newerCursor: String?
+    /// For page-numbered feeds, whose newer pages cannot start just above a stored item: where
+    /// the items just older than this page continue (its `next` link). When a newer page shares
+    /// no item with the store, the items between it and the stored ones are a gap, which the
+    /// store records with this cursor and the machine loads until a page meets a stored item.
+    /// `nil` for cursor feeds (`min_id`), whose newer pages join the stored items by construction.
+    public var continuation: String?
 
-    public init(items: [FeedItem], olderCursor: String?, newerCursor: String?) {
+    public init(items: [FeedItem], olderCursor: String?, newerCursor: String?, continuation: String? = nil) {
         self.items = items
         self.olderCursor = olderCursor
         self.newerCursor = newerCursor
+        self.continuation = continuation
     }
 }
 
@@ -44,6 +63,8 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
         case malformed
         /// The body exceeded the configured size limit.
         case tooLarge
+        /// The TLS handshake failed on the server's certificate (not trusted, wrong host name).
+        case tls
         /// Any other failure.
         case other
     }
@@ -60,13 +81,19 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
         self.retryAfter = retryAfter
     }
 
-    /// Errors that repeating the same request will not fix: 4xx other than 408 and 429.
+    /// Errors that repeating the same request will not fix: 4xx other than 408 and 429, redirects
+    /// that are not followed (a feed that moved for good, another origin), and TLS failures
+    /// (an untrusted certificate, a host name mismatch) until the configuration changes.
     /// They are retried only on request, never automatically.
     public var isPermanent: Bool {
-        if case .httpStatus(let code) = kind {
-            return (400..<500).contains(code) && code != 408 && code != 429
+        switch kind {
+        case .httpStatus(let code):
+            return (300..<400).contains(code) || ((400..<500).contains(code) && code != 408 && code != 429)
+        case .tls:
+            return true
+        default:
+            return false
         }
-        return false
     }
 
     public var description: String { message }

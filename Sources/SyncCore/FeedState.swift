@@ -35,6 +35,8 @@ public struct FeedState: Sendable, Hashable {
     public var lastSyncAt: Date?
     /// Items the latest refresh brought in (0 until one does).
     public var newItems: Int
+    /// Newer items known to be missing still (page-numbered feeds); `nil` when none.
+    public var gap: FeedGap?
 
     public init(
         feed: String,
@@ -46,7 +48,8 @@ public struct FeedState: Sendable, Hashable {
         itemCount: Int = 0,
         offline: OfflineBanner? = nil,
         lastSyncAt: Date? = nil,
-        newItems: Int = 0
+        newItems: Int = 0,
+        gap: FeedGap? = nil
     ) {
         self.feed = feed
         self.initial = initial
@@ -58,6 +61,7 @@ public struct FeedState: Sendable, Hashable {
         self.offline = offline
         self.lastSyncAt = lastSyncAt
         self.newItems = newItems
+        self.gap = gap
     }
 
     public subscript(direction: Direction) -> DirectionState {

@@ -1,5 +1,23 @@
 import Foundation
 
+/// Newer items not loaded yet of a page-numbered feed: a refresh found more new items than one page
+/// (its newest page shared no item with the store), so the pages below it are loaded until one
+/// meets a stored item. Stored with the page that opened it, so a restart continues it.
+public struct FeedGap: Sendable, Hashable {
+    /// The next page to load into the gap.
+    public var cursor: String
+    /// Pages loaded since the gap opened (the page that opened it counts).
+    public var pages: Int
+    /// Items those pages added.
+    public var items: Int
+
+    public init(cursor: String, pages: Int, items: Int) {
+        self.cursor = cursor
+        self.pages = pages
+        self.items = items
+    }
+}
+
 /// What a store knows about a feed: enough to resume without reloading everything.
 public struct PersistedFeed: Sendable, Hashable {
     /// Where older pages continue; `nil` at the end of the feed or before the first load.
@@ -15,6 +33,8 @@ public struct PersistedFeed: Sendable, Hashable {
     /// Commits so far. Outcomes of concurrent commits (older and newer at once) can reach the
     /// coordinator out of order; the higher revision is the newer truth.
     public var revision: Int
+    /// Newer items still to load below the newest page; `nil` when none are known to be missing.
+    public var gap: FeedGap?
 
     public init(
         olderCursor: String? = nil,
@@ -23,7 +43,8 @@ public struct PersistedFeed: Sendable, Hashable {
         hasLoaded: Bool = false,
         itemCount: Int = 0,
         lastSyncAt: Date? = nil,
-        revision: Int = 0
+        revision: Int = 0,
+        gap: FeedGap? = nil
     ) {
         self.olderCursor = olderCursor
         self.newerCursor = newerCursor
@@ -32,6 +53,7 @@ public struct PersistedFeed: Sendable, Hashable {
         self.itemCount = itemCount
         self.lastSyncAt = lastSyncAt
         self.revision = revision
+        self.gap = gap
     }
 
     /// A feed that was never loaded.
@@ -46,11 +68,15 @@ public struct CommitOutcome: Sendable, Hashable {
     public var pageItemCount: Int
     /// Items that were new (the rest were already stored and were skipped).
     public var inserted: Int
+    /// Some item of the page was already stored: for a newer page, the refresh has met what the
+    /// store holds and need not go on.
+    public var overlapped: Bool
 
-    public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int) {
+    public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int, overlapped: Bool = false) {
         self.feed = feed
         self.pageItemCount = pageItemCount
         self.inserted = inserted
+        self.overlapped = overlapped
     }
 }
 
@@ -59,7 +85,12 @@ public struct CommitOutcome: Sendable, Hashable {
 /// The contract every implementation keeps (``FeedLog`` is its reference):
 /// - items are keyed by (feed, id); a page's items already stored are skipped, never duplicated;
 /// - items keep feed order, newest first: an `initial` page, `older` pages appended below and
-///   `newer` pages prepended above;
+///   `newer` pages prepended above; new items of a page that also holds stored items go next to
+///   them, in page order (a page shift: an item before a stored one is newer than it, whatever
+///   direction brought the page);
+/// - a newer page with a ``FeedPage/continuation`` that shares no item with a non-empty store opens
+///   a ``FeedGap``; newer pages then load into it, just above the items stored before it opened,
+///   until one meets such an item or has no continuation;
 /// - a page, its cursors and end flag are committed in one transaction, so a crash leaves either
 ///   all of it or none of it: resuming from the stored cursors leaves no gap and no duplicate.
 public protocol FeedStore: Sendable {

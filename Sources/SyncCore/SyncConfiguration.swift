@@ -13,19 +13,24 @@ public struct SyncConfiguration: Sendable, Hashable {
     public var backfillDepth: Int
     /// Whether a feed loaded in an earlier run fetches newer items when it starts.
     public var refreshOnStart: Bool
+    /// Pages one refresh loads into a gap (page-numbered feeds that got more new items than a
+    /// page) before it stops and shows the gap as not closed; the next refresh goes on from there.
+    public var gapPageLimit: Int
 
     public init(
         retry: RetryPolicy = .default,
         reconnectSpread: Duration = .seconds(1),
         refreshInterval: Duration? = nil,
         backfillDepth: Int = 0,
-        refreshOnStart: Bool = true
+        refreshOnStart: Bool = true,
+        gapPageLimit: Int = 10
     ) {
         self.retry = retry
         self.reconnectSpread = max(.zero, reconnectSpread)
         self.refreshInterval = refreshInterval
         self.backfillDepth = max(0, backfillDepth)
         self.refreshOnStart = refreshOnStart
+        self.gapPageLimit = max(1, gapPageLimit)
     }
 
     public static let `default` = SyncConfiguration()

@@ -99,7 +99,8 @@ struct ConfigurationReader {
     private func readFeed(_ t: Section, defaults: DaemonConfiguration) throws(ConfigurationError) -> DaemonConfiguration.Feed {
         try expectOnly(t.table, keys: [
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
-            "timeout", "max_body_bytes",
+            "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
+            "ca_file", "client_certificate", "client_key", "keep_items", "keep_days",
         ], table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -109,14 +110,30 @@ struct ConfigurationReader {
         guard var components = URLComponents(string: urlText), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", components.host?.isEmpty == false
         else { throw error(t, "url", "must be an absolute http or https URL") }
+        guard let configuredURL = components.url else { throw error(t, "url", "is not a valid URL") }
+        var pagination = FeedPagination.detect(for: configuredURL)
+        if let v = try string(t, "pagination") {
+            guard let chosen = FeedPagination(rawValue: v.lowercased()) else {
+                throw error(t, "pagination", "must be one of \(FeedPagination.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            pagination = chosen
+        }
+        // GitHub reads per_page and ignores limit; Mastodon reads limit.
+        var sizeParameter = pagination == .page ? "per_page" : "limit"
+        if let v = try string(t, "page_size_parameter") {
+            guard !v.isEmpty, v.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0)) }) else {
+                throw error(t, "page_size_parameter", "must be a query parameter name (letters, digits, '-', '_', '.')")
+            }
+            sizeParameter = v
+        }
         if let pageSize = try int(t, "page_size", range: 1...1000) {
-            var query = (components.queryItems ?? []).filter { $0.name != "limit" }
-            query.append(URLQueryItem(name: "limit", value: String(pageSize)))
+            var query = (components.queryItems ?? []).filter { $0.name != sizeParameter }
+            query.append(URLQueryItem(name: sizeParameter, value: String(pageSize)))
             components.queryItems = query
         }
         guard let url = components.url else { throw error(t, "url", "is not a valid URL") }
 
-        var http = HTTPFeedConfiguration(url: url)
+        var http = HTTPFeedConfiguration(url: url, pagination: pagination)
         if let v = try string(t, "id_field") { http.idField = try nonEmpty(t, "id_field", v) }
         let token = try string(t, "token"), tokenFile = try string(t, "token_file")
         switch (token, tokenFile) {
@@ -125,13 +142,43 @@ struct ConfigurationReader {
         case (nil, .some(let path)): http.authorization = .bearerTokenFile(path: try nonEmpty(t, "token_file", path))
         case (nil, nil): break
         }
+        let caFile = try string(t, "ca_file"), certificate = try string(t, "client_certificate"), key = try string(t, "client_key")
+        if caFile != nil || certificate != nil || key != nil {
+            guard scheme == "https" else {
+                throw error(t, caFile != nil ? "ca_file" : certificate != nil ? "client_certificate" : "client_key", "needs an https url")
+            }
+            if key != nil && certificate == nil { throw error(t, "client_key", "needs client_certificate") }
+            let tls = FeedTLS(
+                caFile: try caFile.map { v throws(ConfigurationError) in try nonEmpty(t, "ca_file", v) },
+                certificateFile: try certificate.map { v throws(ConfigurationError) in try nonEmpty(t, "client_certificate", v) },
+                keyFile: try key.map { v throws(ConfigurationError) in try nonEmpty(t, "client_key", v) })
+            // Read now, so a missing or unreadable file is reported with its line at startup.
+            do {
+                try tls.validate()
+            } catch {
+                let key = error.message.hasPrefix("ca_file") ? "ca_file" : error.message.hasPrefix("client_key") ? "client_key" : "client_certificate"
+                throw self.error(t, key, error.message)
+            }
+            http.tls = tls
+        }
         if let v = try duration(t, "timeout") { http.requestTimeout = v }
         if let v = try int(t, "max_body_bytes", range: 1024...(1 << 30)) { http.maxBodyBytes = v }
 
         var sync = SyncConfiguration(retry: defaults.retry, reconnectSpread: defaults.reconnectSpread)
         sync.refreshInterval = try duration(t, "refresh_interval")
         if let v = try int(t, "backfill", range: 0...100_000_000) { sync.backfillDepth = v }
-        return .init(name: name, http: http, sync: sync)
+        if let v = try int(t, "gap_pages", range: 1...10_000) { sync.gapPageLimit = v }
+        let keepItems = try int(t, "keep_items", range: 1...100_000_000)
+        var keepAge: Duration?
+        if let days = try double(t, "keep_days") {
+            guard days > 0, days <= 36_500 else { throw error(t, "keep_days", "must be a number of days above 0 (at most 36500)") }
+            keepAge = .milliseconds(Int64((days * 86_400_000).rounded()))
+        }
+        if let keepItems, sync.backfillDepth > keepItems {
+            // Backfill would load what retention deletes, page after page.
+            throw error(t, "backfill", "must not exceed keep_items (\(keepItems))")
+        }
+        return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge)
     }
 
     // MARK: Typed access

@@ -35,6 +35,14 @@ import SyncCore
 /// timeout = "30s"
 /// connect_timeout = "10s"
 /// max_body_bytes = 8388608
+/// pagination = "cursor"                   # or "page" (GitHub); detected when not given
+/// page_size_parameter = "limit"           # "per_page" for page feeds
+/// gap_pages = 10                          # pages one refresh loads into a gap
+/// ca_file = "/etc/syncd/ca.pem"           # https only: a private CA, besides the system store
+/// client_certificate = "/etc/syncd/client.pem"  # mTLS; client_key defaults to this file
+/// client_key = "/etc/syncd/client.key"
+/// keep_items = 5000                       # retention: at most this many items
+/// keep_days = 30                          # retention: drop items stored longer ago
 /// ```
 public struct DaemonConfiguration: Sendable {
     public var storePath: String = "/var/lib/syncd/syncd.sqlite"
@@ -54,6 +62,10 @@ public struct DaemonConfiguration: Sendable {
         public var name: String
         public var http: HTTPFeedConfiguration
         public var sync: SyncConfiguration
+        /// Retention: at most this many items (`keep_items`).
+        public var keepItems: Int?
+        /// Retention: items stored longer ago than this are dropped (`keep_days`).
+        public var keepAge: Duration?
     }
 
     public init() {}

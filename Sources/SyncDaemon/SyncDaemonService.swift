@@ -49,6 +49,15 @@ public struct SyncDaemonService: Service {
         var sources: [String: String] = [:]
         for feed in configuration.feeds {
             let source = try HTTPFeedSource(configuration: feed.http, client: client, logger: logger)
+            // The configured URL is the authority: cursors stored for another URL would keep
+            // reading the old source.
+            if case .changed(let previous) = try await store.adopt(source: feed.http.url.absoluteString, feed: feed.name) {
+                logger.notice("feed url changed: a new source, stored cursors reset, items kept", metadata: [
+                    "feed": "\(feed.name)",
+                    "previous": "\(URL(string: previous)?.redactedForLog ?? "<unparseable URL>")",
+                    "url": "\(feed.http.url.redactedForLog)",
+                ])
+            }
             let destination = HostResolver.destination(for: feed.http.url)
             logger.info("feed", metadata: ["feed": "\(feed.name)", "url": "\(feed.http.url.redactedForLog)", "reachability": "\(destination)"])
             let verdicts = ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: configuration.settle)
@@ -149,7 +158,12 @@ public struct SyncDaemonService: Service {
         let directory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            return try SQLiteFeedStore(path: configuration.storePath)
+            // Retention never goes below the rows the presentation shows.
+            var retention: [String: SQLiteFeedStore.Retention] = [:]
+            for feed in configuration.feeds where feed.keepItems != nil || feed.keepAge != nil {
+                retention[feed.name] = .init(keepItems: feed.keepItems, keepAge: feed.keepAge, minimum: contentRows)
+            }
+            return try SQLiteFeedStore(path: configuration.storePath, retention: retention)
         } catch {
             logger.critical("cannot open the store", metadata: ["path": "\(configuration.storePath)", "error": "\(error)"])
             throw error

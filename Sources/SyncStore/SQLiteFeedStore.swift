@@ -20,16 +20,36 @@ public struct SQLiteFeedStore: FeedStore {
         case cursorsWritten
     }
 
+    /// How many items a feed keeps: the oldest beyond the limits are deleted in the transaction of
+    /// the commit that goes past them.
+    public struct Retention: Sendable, Hashable {
+        /// At most this many items (the newest).
+        public var keepItems: Int?
+        /// Items stored longer ago than this are dropped, from the oldest up to the first one
+        /// stored more recently (so what is kept stays one unbroken run of the feed).
+        public var keepAge: Duration?
+        /// Never fewer than this many items (what the presentation shows), whatever the limits.
+        public var minimum: Int
+
+        public init(keepItems: Int? = nil, keepAge: Duration? = nil, minimum: Int = 0) {
+            self.keepItems = keepItems
+            self.keepAge = keepAge
+            self.minimum = max(0, minimum)
+        }
+    }
+
     /// The file path of the database.
     public let path: String
     let pool: DatabasePool
     private let commitHook: (@Sendable (CommitStage) -> Void)?
+    private let retention: [String: Retention]
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
     /// - Parameter commitHook: called inside each commit's transaction at each ``CommitStage``;
     ///   only fault-injection tests set it.
-    public init(path: String, commitHook: (@Sendable (CommitStage) -> Void)? = nil) throws {
+    ///   - retention: per feed, how many items to keep; feeds not named keep everything.
+    public init(path: String, commitHook: (@Sendable (CommitStage) -> Void)? = nil, retention: [String: Retention] = [:]) throws {
         var configuration = Configuration()
         // Another process (syncctl, a test) may hold the file briefly; wait rather than fail.
         configuration.busyMode = .timeout(10)
@@ -41,6 +61,7 @@ public struct SQLiteFeedStore: FeedStore {
         self.path = path
         self.pool = try DatabasePool(path: path, configuration: configuration)
         self.commitHook = commitHook
+        self.retention = retention
         try Schema.migrator.migrate(pool)
     }
 
@@ -49,9 +70,9 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     public func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
-        let hook = commitHook
+        let hook = commitHook, retention = retention[feed]
         return try await pool.write { db in
-            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, hook: hook)
+            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
         }
     }
 
@@ -62,9 +83,9 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// The same commit, blocking: for small tools that have no async context.
     public func commitSynchronously(feed: String, direction: Direction, page: FeedPage, at date: Date) throws -> CommitOutcome {
-        let hook = commitHook
+        let hook = commitHook, retention = retention[feed]
         return try pool.write { db in
-            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, hook: hook)
+            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
         }
     }
 
@@ -75,6 +96,43 @@ public struct SQLiteFeedStore: FeedStore {
                 sql: "SELECT id, payload FROM item WHERE feed = ? ORDER BY position DESC LIMIT ? OFFSET ?",
                 arguments: [feed, max(0, limit), max(0, offset)]
             ).map { FeedItem(id: $0["id"], payload: $0["payload"]) }
+        }
+    }
+
+    /// What ``adopt(source:feed:)`` found.
+    public enum SourceChange: Sendable, Hashable {
+        /// The feed was stored from this source already (or is new).
+        case unchanged
+        /// A store written before sources were recorded: this one is recorded, nothing reset.
+        case recorded
+        /// The feed was stored from another source, whose cursors were dropped.
+        case changed(from: String)
+    }
+
+    /// Records `source` (the configured URL) as where `feed`'s cursors come from.
+    ///
+    /// The configured URL is the authority: when the feed was stored from another source, its
+    /// cursors, end flag and gap are dropped in one transaction, so the next load is a first load
+    /// from the new source. Items are kept.
+    public func adopt(source: String, feed: String) async throws -> SourceChange {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT source, has_loaded FROM feed WHERE id = ?", arguments: [feed]) else {
+                try db.execute(sql: "INSERT INTO feed (id, source) VALUES (?, ?)", arguments: [feed, source])
+                return .unchanged
+            }
+            let stored: String? = row["source"]
+            if let stored, stored.isExactly(source) { return .unchanged }
+            let loaded: Bool = row["has_loaded"]
+            guard let stored, loaded else {
+                try db.execute(sql: "UPDATE feed SET source = ? WHERE id = ?", arguments: [source, feed])
+                return stored == nil && loaded ? .recorded : .unchanged
+            }
+            try db.execute(sql: """
+                UPDATE feed SET source = ?, older_cursor = NULL, newer_cursor = NULL, end_reached = 0, has_loaded = 0,
+                    gap_cursor = NULL, gap_floor = NULL, gap_pages = 0, gap_items = 0, revision = revision + 1
+                WHERE id = ?
+                """, arguments: [source, feed])
+            return .changed(from: stored)
         }
     }
 
@@ -92,6 +150,7 @@ public struct SQLiteFeedStore: FeedStore {
         }
         let count: Int = row["item_count"]
         let lastSync: Double? = row["last_sync_at"]
+        let gapCursor: String? = row["gap_cursor"]
         return PersistedFeed(
             olderCursor: row["older_cursor"],
             newerCursor: row["newer_cursor"],
@@ -99,7 +158,8 @@ public struct SQLiteFeedStore: FeedStore {
             hasLoaded: row["has_loaded"],
             itemCount: count,
             lastSyncAt: lastSync.map { Date(timeIntervalSinceReferenceDate: $0) },
-            revision: row["revision"]
+            revision: row["revision"],
+            gap: gapCursor.map { FeedGap(cursor: $0, pages: row["gap_pages"], items: row["gap_items"]) }
         )
     }
 
@@ -109,6 +169,7 @@ public struct SQLiteFeedStore: FeedStore {
         direction: Direction,
         page: FeedPage,
         at date: Date,
+        retention: Retention?,
         hook: (@Sendable (CommitStage) -> Void)?
     ) throws -> CommitOutcome {
         hook?(.began)
@@ -116,57 +177,157 @@ public struct SQLiteFeedStore: FeedStore {
         // preparing them anew (parse, plan, authorizer) cost more than the work they do.
         try db.cachedStatement(sql: "INSERT INTO feed (id) VALUES (?) ON CONFLICT(id) DO NOTHING").execute(arguments: [feed])
         let current = try persisted(db, feed: feed)
-        // Two queries, not one: SQLite answers a lone MIN or MAX from the index in O(log n), but
-        // both in one statement scan the feed's whole index range.
-        let low = try Int.fetchOne(db.cachedStatement(sql: "SELECT MIN(position) FROM item WHERE feed = ?"), arguments: [feed])
-        let high = try Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(position) FROM item WHERE feed = ?"), arguments: [feed])
+        // Only an open gap has a floor.
+        var floor = current.gap == nil ? nil : try Int.fetchOne(db.cachedStatement(sql: "SELECT gap_floor FROM feed WHERE id = ?"), arguments: [feed])
         let wasEmpty = current.itemCount == 0
-        let count = page.items.count
+        let gapPage = direction == .newer && current.gap != nil
 
-        // Pages are newest first; each lands wholly below, or wholly above, what is stored.
-        let firstPosition: Int = switch (direction, low, high) {
-        case (.older, let low?, _): low - 1
-        case (.initial, _, let high?), (.newer, _, let high?): high + count
-        default: 0
-        }
+        // The page's items that are stored already, with their positions: they anchor the new
+        // ones (a page shift brings stored items and new ones in one page).
+        var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
+        var placement = Placement(db: db, feed: feed, storedAt: date.timeIntervalSinceReferenceDate)
+        var overlapped = false
+        var reachedFloor = false
         var inserted = 0
-        var offset = 0
-        while offset < count {
-            // Many rows per statement: one step for a whole chunk instead of one per item.
-            let rows = min(count - offset, Self.rowsPerInsert)
-            let insert = try db.cachedStatement(sql: Self.insertSQL(rows: rows))
-            var values: [(any DatabaseValueConvertible)?] = []
-            values.reserveCapacity(rows * 4)
-            for index in offset..<(offset + rows) {
-                let item = page.items[index]
-                values.append(feed)
-                values.append(item.id)
-                values.append(firstPosition - index)
-                values.append(item.payload)
+        var upper: Int?
+        var run: [FeedItem] = []
+        var inPage = Set<ExactID>()
+        inPage.reserveCapacity(page.items.count)
+        func flush(lower: Int?) throws {
+            defer { run = [] }
+            guard !run.isEmpty else { return }
+            let region: Placement.Region
+            if let upper {
+                region = .below(upper)
+            } else if let lower {
+                region = .above(lower)
+            } else if direction == .older {
+                region = .bottom
+            } else if gapPage, let floor {
+                region = .above(floor)
+            } else {
+                region = .top(room: direction == .newer && !wasEmpty && page.continuation != nil)
             }
-            try insert.execute(arguments: StatementArguments(values))
-            inserted += db.changesCount
-            offset += rows
+            let placed = try placement.place(run, in: region)
+            inserted += placed.inserted
+            if let shift = placed.shift {
+                // Positions at or above the shift point moved up: keep the anchors in step.
+                for (key, position) in stored where position >= shift.from { stored[key] = position + shift.by }
+                if let low = floor, low >= shift.from { floor = low + shift.by }
+                if let high = upper, high >= shift.from { upper = high + shift.by }
+            }
         }
+        for item in page.items {
+            let key = ExactID(item.id)
+            guard inPage.insert(key).inserted else { continue }
+            if let position = stored[key] {
+                overlapped = true
+                if gapPage, let floor, position <= floor { reachedFloor = true }
+                try flush(lower: position)
+                // Read again: making room for the run above may have moved this item.
+                upper = stored[key]
+            } else {
+                run.append(item)
+            }
+        }
+        try flush(lower: nil)
         hook?(.itemsWritten)
 
-        let cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
+        var cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
+        let pruned = try retention.map { try prune(db, feed: feed, by: $0, at: date) } ?? 0
+        if pruned > 0 {
+            // The oldest items are gone on purpose: loading older pages again would only refill
+            // what retention drops (and leave a hole where the cursor skips it), so the kept run
+            // is the whole feed as far as syncing goes.
+            cursors.older = nil
+            cursors.endReached = true
+        }
+        let gap = FeedLog.gap(
+            after: page, direction: direction, current: current, feedWasEmpty: wasEmpty,
+            overlapped: overlapped, reachedFloor: reachedFloor, inserted: inserted)
+        if gap.opened {
+            floor = placement.topBefore
+        } else if gap.gap == nil {
+            floor = nil
+        }
         try db.cachedStatement(sql: """
                 UPDATE feed SET older_cursor = ?, newer_cursor = ?, end_reached = ?, has_loaded = 1,
-                    last_sync_at = ?, revision = revision + 1, item_count = item_count + ?
+                    last_sync_at = ?, revision = revision + 1, item_count = item_count + ?,
+                    gap_cursor = ?, gap_floor = ?, gap_pages = ?, gap_items = ?
                 WHERE id = ?
                 """)
-            .execute(arguments: [cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted, feed])
+            .execute(arguments: [
+                cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted - pruned,
+                gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
+            ])
         hook?(.cursorsWritten)
-        return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: count, inserted: inserted)
+        return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
     }
 
-    /// Rows per multi-row INSERT: four parameters each, well inside SQLite's limit of 32,766.
-    private static let rowsPerInsert = 250
+    /// Deletes the oldest items beyond `retention`'s limits, never the newest `minimum`; returns
+    /// how many went.
+    private static func prune(_ db: Database, feed: String, by retention: Retention, at date: Date) throws -> Int {
+        // Positions below the cut go. The newest `minimum` items are above any cut.
+        var cut: Int?
+        if let keep = retention.keepItems {
+            cut = try position(db, feed: feed, rank: max(keep, retention.minimum))
+        }
+        if let age = retention.keepAge {
+            let limit = date.timeIntervalSinceReferenceDate - Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18
+            // Up to the oldest item stored since the limit: only a tail of old items goes.
+            var byAge = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT MIN(position) FROM item WHERE feed = ? AND stored_at >= ?"), arguments: [feed, limit])
+            if byAge == nil { byAge = Int.max }
+            if retention.minimum > 0, let protected = try position(db, feed: feed, rank: retention.minimum) {
+                byAge = min(byAge ?? Int.max, protected)
+            } else if retention.minimum > 0 {
+                byAge = nil  // fewer items than the minimum: nothing goes
+            }
+            if let byAge { cut = max(cut ?? Int.min, byAge) }
+        }
+        guard let cut else { return 0 }
+        try db.cachedStatement(sql: "DELETE FROM item WHERE feed = ? AND position < ?").execute(arguments: [feed, cut])
+        return db.changesCount
+    }
 
-    private static func insertSQL(rows: Int) -> String {
-        "INSERT INTO item (feed, id, position, payload) VALUES "
-            + repeatElement("(?, ?, ?, ?)", count: rows).joined(separator: ", ")
+    /// The position of the `rank`th newest item (1 is the newest); `nil` when there are fewer.
+    private static func position(_ db: Database, feed: String, rank: Int) throws -> Int? {
+        guard rank > 0 else { return nil }
+        return try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT position FROM item WHERE feed = ? ORDER BY position DESC LIMIT 1 OFFSET ?"),
+            arguments: [feed, rank - 1])
+    }
+
+    /// Positions of those of `ids` that the feed stores, keyed by exact id (SQLite compares TEXT
+    /// byte for byte, as the store's primary key does).
+    private static func storedPositions(_ db: Database, feed: String, ids: [String]) throws -> [ExactID: Int] {
+        var result: [ExactID: Int] = [:]
+        var offset = 0
+        while offset < ids.count {
+            let count = min(ids.count - offset, rowsPerLookup)
+            let statement = try db.cachedStatement(
+                sql: "SELECT id, position FROM item WHERE feed = ? AND id IN (" + repeatElement("?", count: count).joined(separator: ", ") + ")")
+            var values: [(any DatabaseValueConvertible)?] = [feed]
+            values.reserveCapacity(count + 1)
+            for id in ids[offset..<(offset + count)] { values.append(id) }
+            let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
+            while let row = try rows.next() {
+                result[ExactID(row[0])] = row[1]
+            }
+            offset += count
+        }
+        return result
+    }
+
+    /// Ids per lookup: the full chunk size keeps the number of distinct cached statements small.
+    private static let rowsPerLookup = 250
+
+    /// Rows per multi-row INSERT: five parameters each, well inside SQLite's limit of 32,766.
+    static let rowsPerInsert = 250
+
+    static func insertSQL(rows: Int) -> String {
+        "INSERT INTO item (feed, id, position, payload, stored_at) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
             + " ON CONFLICT(feed, id) DO NOTHING"
     }
 }

@@ -35,6 +35,23 @@ enum Schema {
                 UPDATE feed SET item_count = (SELECT COUNT(*) FROM item WHERE item.feed = feed.id);
                 """)
         }
+        // Page-numbered feeds: a refresh that got more new items than a page leaves a gap, kept
+        // with the page that opened it so a restart continues it. gap_floor is the position of
+        // the newest item stored before the gap opened: gap pages go just above it. source is
+        // the configured URL the cursors belong to: a changed URL makes them meaningless.
+        // stored_at (seconds since 2001, as last_sync_at) serves retention by age.
+        migrator.registerMigration("v3: gaps and sources") { db in
+            try db.execute(sql: """
+                ALTER TABLE feed ADD COLUMN gap_cursor TEXT;
+                ALTER TABLE feed ADD COLUMN gap_floor INTEGER;
+                ALTER TABLE feed ADD COLUMN gap_pages INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE feed ADD COLUMN gap_items INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE feed ADD COLUMN source TEXT;
+                -- When an item was stored, for retention by age; items stored before count from now.
+                ALTER TABLE item ADD COLUMN stored_at REAL;
+                UPDATE item SET stored_at = (julianday('now') - 2440587.5) * 86400.0 - 978307200.0;
+                """)
+        }
         return migrator
     }
 }

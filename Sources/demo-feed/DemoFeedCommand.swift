@@ -27,7 +27,7 @@ struct DemoFeedCommand: AsyncParsableCommand {
     @Option(help: "Port to bind; 0 picks a free port (printed on start).")
     var port = 8080
 
-    @Option(name: .customLong("feed"), help: "A feed as NAME[:INITIAL_ITEMS[:NEW_ITEMS_PER_SECOND]]; repeatable. Default: home:1000:1.")
+    @Option(name: .customLong("feed"), help: "A feed as NAME[:INITIAL_ITEMS[:NEW_ITEMS_PER_SECOND[:cursor|page]]]; page serves GitHub-style page numbers. Repeatable. Default: home:1000:1.")
     var feeds: [String] = []
 
     @Option(help: "Page size when a request gives no limit.")

@@ -23,6 +23,15 @@ struct LinkHeaderTests {
         #expect(LinkHeader.first("prev", in: links) == nil)
     }
 
+    @Test("rel=\"previous\" (the HTML 4 spelling) is the newer link too; prev wins where both are given")
+    func previous() {
+        let spelled = LinkHeader.parse(#"<https://social.example/a?min_id=7>; rel="previous", <https://social.example/a?max_id=1>; rel="next""#, base: base)
+        #expect(LinkHeader.previous(in: spelled)?.absoluteString == "https://social.example/a?min_id=7")
+        #expect(LinkHeader.first("prev", in: spelled) == nil)
+        let both = LinkHeader.parse(#"<https://social.example/a?min_id=8>; rel="prev previous""#, base: base)
+        #expect(LinkHeader.previous(in: both)?.absoluteString == "https://social.example/a?min_id=8")
+    }
+
     @Test("relative targets resolve against the request URL")
     func relative() {
         let links = LinkHeader.parse(#"</api/v1/timelines/home?max_id=5>; rel=next, <?min_id=9>; rel=prev"#, base: base)

@@ -1,11 +1,11 @@
 // store-writer: commits a synthetic feed page by page to an SQLite store, and can stop inside a
 // chosen commit so that a test can kill it there (SIGKILL) and check what survived.
 //
-// usage: store-writer DB FEED PAGES [STOP_PAGE STOP_STAGE]
+// usage: store-writer DB FEED PAGES [STOP_PAGE STOP_STAGE [KEEP_ITEMS]]
 //   Page 0 is the first load; pages 1... are older pages. Before each commit it prints
 //   "begin N"; after it, "committed N". With STOP_PAGE and STOP_STAGE (began, itemsWritten,
 //   cursorsWritten), it prints "stopped N STAGE" inside that commit's transaction and waits to
-//   be killed.
+//   be killed. KEEP_ITEMS opens the store with that retention.
 import Foundation
 import SyncCore
 import SyncStore
@@ -31,13 +31,14 @@ enum SyntheticFeed {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 4 || arguments.count == 6, let pages = Int(arguments[3]) else {
-    FileHandle.standardError.write(Data("usage: store-writer DB FEED PAGES [STOP_PAGE STOP_STAGE]\n".utf8))
+guard [4, 6, 7].contains(arguments.count), let pages = Int(arguments[3]) else {
+    FileHandle.standardError.write(Data("usage: store-writer DB FEED PAGES [STOP_PAGE STOP_STAGE [KEEP_ITEMS]]\n".utf8))
     exit(2)
 }
 let path = arguments[1], feed = arguments[2]
-let stopPage = arguments.count == 6 ? Int(arguments[4]) : nil
-let stopStage = arguments.count == 6 ? SQLiteFeedStore.CommitStage(rawValue: arguments[5]) : nil
+let stopPage = arguments.count >= 6 ? Int(arguments[4]) : nil
+let stopStage = arguments.count >= 6 ? SQLiteFeedStore.CommitStage(rawValue: arguments[5]) : nil
+let retention = arguments.count == 7 ? Int(arguments[6]).map { [feed: SQLiteFeedStore.Retention(keepItems: $0)] } ?? [:] : [:]
 
 @Sendable func say(_ line: String) {
     // Unbuffered, so the test sees the line before it kills us.
@@ -51,13 +52,13 @@ final class PageCounter: Sendable {
 
 let currentPage = PageCounter()
 
-let store = try SQLiteFeedStore(path: path) { [currentPage, stopPage, stopStage] stage in
+let store = try SQLiteFeedStore(path: path, commitHook: { [currentPage, stopPage, stopStage] stage in
     let page = currentPage.value.withLock { $0 }
     if page == stopPage, stage == stopStage {
         say("stopped \(page) \(stage.rawValue)")
         while true { sleep(60) }
     }
-}
+}, retention: retention)
 
 let already = try store.loadSynchronously(feed: feed)
 var next = already.hasLoaded ? SyntheticFeed.pageIndex(after: already.olderCursor) : 0

@@ -96,6 +96,29 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         #expect(after.endReached && after.itemCount == pages * 5)
     }
 
+    /// Retention prunes inside the commit's transaction: killed after the prune and before the
+    /// commit ends, the store has neither the page nor the prune.
+    @Test func aPruneDiesWithItsCommit() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("crash.sqlite")
+        // Page 2 makes 15 items; keeping 12 drops the 3 oldest and ends backfill, in that commit.
+        let writer = try Writer([path, "home", "6", "2", SQLiteFeedStore.CommitStage.cursorsWritten.rawValue, "12"])
+        #expect(try await writer.waitForLine { $0.hasPrefix("stopped") } == "stopped 2 cursorsWritten")
+        try await writer.kill()
+        let store = try SQLiteFeedStore(path: path)
+        #expect(try await store.items(feed: "home", offset: 0, limit: 100).map(\.id) == expectedIDs(pages: 2))
+        let feed = try await store.load(feed: "home")
+        #expect(feed.itemCount == 10 && feed.olderCursor == "c2" && !feed.endReached)
+
+        // Run to the end with retention: 12 kept, the newest, and backfill ended by it.
+        let resumed = try Writer([path, "home", "3", "99", SQLiteFeedStore.CommitStage.began.rawValue, "12"])
+        #expect(try await resumed.waitForLine { $0 == "done" } == "done")
+        #expect(try await resumed.waitForExit() == 0)
+        #expect(try await store.items(feed: "home", offset: 0, limit: 100).map(\.id) == Array(expectedIDs(pages: 3).prefix(12)))
+        let after = try await store.load(feed: "home")
+        #expect(after.itemCount == 12 && after.endReached && after.olderCursor == nil)
+    }
+
     /// Kills at whatever point the writer has reached, many times over the same file.
     @Test func repeatedKillsAtRandomPointsNeverLeaveAGapOrADuplicate() async throws {
         let dir = try TemporaryDirectory()

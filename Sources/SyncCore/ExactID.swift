@@ -1,0 +1,31 @@
+/// A string compared byte for byte (its UTF-8), for item ids and cursors.
+///
+/// Swift's `String ==` is canonical equivalence: `"café"` (NFC) equals `"cafe\u{301}"` (NFD).
+/// Servers and SQLite (BINARY collation) treat those as two different ids, so anything that
+/// de-duplicates ids goes through this key instead of `String`'s own `Hashable`.
+public struct ExactID: Sendable, Hashable, CustomStringConvertible {
+    /// The string, as given (never normalised).
+    public let value: String
+
+    public init(_ value: String) {
+        self.value = value
+    }
+
+    public static func == (lhs: ExactID, rhs: ExactID) -> Bool {
+        lhs.value.utf8.elementsEqual(rhs.value.utf8)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        var value = value
+        value.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    public var description: String { value }
+}
+
+extension String {
+    /// Whether both strings have the same UTF-8 bytes (not merely canonically equivalent).
+    public func isExactly(_ other: String) -> Bool {
+        utf8.elementsEqual(other.utf8)
+    }
+}

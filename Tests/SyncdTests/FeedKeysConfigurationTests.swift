@@ -1,0 +1,83 @@
+import Foundation
+import HTTPFeedSource
+import SyncDaemon
+import Testing
+
+/// The keys for pagination, TLS and retention.
+@Suite struct FeedKeysConfigurationTests {
+    @Test func paginationAndPageSizeParameter() throws {
+        let config = try DaemonConfiguration.parse("""
+            [[feed]]
+            name = "issues"
+            url = "https://api.github.com/repos/o/p/issues?state=all"
+            page_size = 50
+
+            [[feed]]
+            name = "home"
+            url = "https://mastodon.example/api/v1/timelines/home"
+            page_size = 40
+
+            [[feed]]
+            name = "custom"
+            url = "https://feeds.example/items"
+            pagination = "page"
+            page_size = 25
+            page_size_parameter = "count"
+            gap_pages = 3
+            """)
+        let issues = config.feeds[0], home = config.feeds[1], custom = config.feeds[2]
+        #expect(issues.http.pagination == .page, "api.github.com pages by number")
+        #expect(issues.http.url.query == "state=all&per_page=50", "GitHub reads per_page, not limit")
+        #expect(home.http.pagination == .automatic)
+        #expect(home.http.url.query == "limit=40")
+        #expect(custom.http.pagination == .page)
+        #expect(custom.http.url.query == "count=25")
+        #expect(custom.sync.gapPageLimit == 3)
+    }
+
+    @Test func retentionKeys() throws {
+        let config = try DaemonConfiguration.parse("""
+            [[feed]]
+            name = "a"
+            url = "https://h.example/f"
+            keep_items = 500
+            keep_days = 1.5
+            backfill = 400
+            """)
+        #expect(config.feeds[0].keepItems == 500)
+        #expect(config.feeds[0].keepAge == .seconds(129_600))
+    }
+
+    @Test func tlsFilesAreReadAtLoad() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("syncd-conf-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let missing = dir.appendingPathComponent("ca.pem").path
+        do {
+            _ = try DaemonConfiguration.parse("[[feed]]\nname = \"a\"\nurl = \"https://h.example/f\"\nca_file = \"\(missing)\"\n", file: "t.toml")
+            Issue.record("accepted a missing ca_file")
+        } catch {
+            #expect(error.line == 4 && error.key == "feed[0].ca_file", "\(error)")
+            #expect(error.message.contains(missing), "\(error)")
+        }
+    }
+
+    @Test(arguments: [
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\npagination = \"offset\"\n", 4, "feed[0].pagination", "must be one of"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\npage_size_parameter = \"per page\"\n", 4, "feed[0].page_size_parameter", "query parameter"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nca_file = \"/ca.pem\"\n", 4, "feed[0].ca_file", "https"),
+        ("[[feed]]\nname = \"a\"\nurl = \"https://h/f\"\nclient_key = \"/k\"\n", 4, "feed[0].client_key", "client_certificate"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nkeep_days = 0\n", 4, "feed[0].keep_days", "above 0"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nkeep_items = 10\nbackfill = 100\n", 5, "feed[0].backfill", "keep_items"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ngap_pages = 0\n", 4, "feed[0].gap_pages", "between"),
+    ] as [(String, Int, String, String)])
+    func badKeysAreLocated(text: String, line: Int, key: String, message: String) {
+        do {
+            _ = try DaemonConfiguration.parse(text, file: "test.toml")
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.line == line && error.key == key, "\(error)")
+            #expect(error.message.contains(message), "\(error)")
+        }
+    }
+}
