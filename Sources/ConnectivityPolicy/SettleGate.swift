@@ -1,6 +1,9 @@
 /// Decides when a new verdict is published: offline at once, online only after it has held
 /// for a settle period, so a flapping link yields one online rather than one per flap.
 ///
+/// A change of offline reason while already offline also waits for the settle period, so the
+/// same flapping link yields one offline, not one per reason it passes through.
+///
 /// A pure state machine over any clock's instants; the caller owns the timer.
 public struct SettleGate<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     /// What the caller should do after feeding an input.
@@ -38,16 +41,31 @@ public struct SettleGate<Instant: InstantProtocol>: Sendable where Instant.Durat
                 pending = nil
                 return hadPending ? .cancelTimer : .none
             }
-            if let waiting = pending, waiting.verdict == verdict { return .none }
-            let due = now.advanced(by: settle)
-            pending = (verdict, due)
-            if settle <= .zero { return deadlineReached(at: now) }
-            return .schedule(due)
+            return hold(verdict, at: now)
         }
-        pending = nil
-        if current == verdict { return .cancelTimer }
-        published = verdict
-        return .publish(verdict)
+        if current.isOnline {
+            // Losing connectivity is published at once: requests must stop now.
+            pending = nil
+            published = verdict
+            return .publish(verdict)
+        }
+        if current == verdict {
+            pending = nil
+            return .cancelTimer
+        }
+        // Already offline, for another reason: while a link flaps the reason changes on every
+        // step (no carrier, no route, …), and a client would redraw its banner each time. The
+        // new reason is published once it has held for the settle period, like online.
+        return hold(verdict, at: now)
+    }
+
+    /// Makes `verdict` the one waiting for the settle period, unless it already is.
+    private mutating func hold(_ verdict: Verdict, at now: Instant) -> Action {
+        if let waiting = pending, waiting.verdict == verdict { return .none }
+        let due = now.advanced(by: settle)
+        pending = (verdict, due)
+        if settle <= .zero { return deadlineReached(at: now) }
+        return .schedule(due)
     }
 
     /// Called when the armed timer fires.

@@ -48,6 +48,8 @@ public struct ControlFeed: Sendable, Hashable, Codable {
     public var lastSync: Date?
     /// The earliest scheduled retry of any direction; computed when `nil` is passed.
     public var nextRetryAt: Date?
+    /// Whether the feed's host is reachable, from the feed's own verdict; `nil` until known.
+    public var connectivity: ControlConnectivity?
     public var presentation: ControlPresentation
 
     public init(
@@ -61,6 +63,7 @@ public struct ControlFeed: Sendable, Hashable, Codable {
         itemCount: Int = 0,
         lastSync: Date? = nil,
         nextRetryAt: Date? = nil,
+        connectivity: ControlConnectivity? = nil,
         presentation: ControlPresentation
     ) {
         self.name = name
@@ -73,6 +76,7 @@ public struct ControlFeed: Sendable, Hashable, Codable {
         self.itemCount = itemCount
         self.lastSync = lastSync
         self.nextRetryAt = nextRetryAt ?? [initial, older, newer].compactMap(\.nextRetryAt).min()
+        self.connectivity = connectivity
         self.presentation = presentation
     }
 
@@ -86,14 +90,29 @@ public struct ControlFeed: Sendable, Hashable, Codable {
 public struct ControlStatus: Sendable, Hashable, Codable {
     /// The daemon's version.
     public var version: String
-    public var connectivity: ControlConnectivity
-    /// Present while offline.
+    /// The feed hosts' reachability, summed over the feeds.
+    public var connectivity: ControlConnectivitySummary
+    /// The internet at large (any default route), for information: feeds follow their own hosts.
+    public var internet: ControlConnectivity?
+    /// Present while any feed cannot reach its host.
     public var banner: ControlOfflineBanner?
     public var feeds: [ControlFeed]
 
-    public init(version: String, connectivity: ControlConnectivity, banner: ControlOfflineBanner? = nil, feeds: [ControlFeed]) {
+    /// A status whose summary and banner are derived from the feeds' own connectivity.
+    public init(version: String, internet: ControlConnectivity? = nil, feeds: [ControlFeed]) {
+        self.init(
+            version: version, connectivity: ControlConnectivitySummary(feeds: feeds), internet: internet,
+            banner: ControlOfflineBanner(feeds: feeds), feeds: feeds
+        )
+    }
+
+    public init(
+        version: String, connectivity: ControlConnectivitySummary, internet: ControlConnectivity? = nil,
+        banner: ControlOfflineBanner? = nil, feeds: [ControlFeed]
+    ) {
         self.version = version
         self.connectivity = connectivity
+        self.internet = internet
         self.banner = banner
         self.feeds = feeds
     }

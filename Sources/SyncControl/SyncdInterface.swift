@@ -18,22 +18,43 @@ public enum SyncdInterface {
     # org.varlink.service.PermissionDenied. Times are RFC 3339 strings in UTC.
     interface io.syncd
 
-    # Why the feeds are unreachable.
+    # Why a feed's host is unreachable.
+    type OfflineReason (no_carrier, no_address, no_route, unknown)
+
+    # Shown while feeds cannot reach their hosts.
     type OfflineBanner (
-      reason: (no_carrier, no_address, no_route, unknown),
-      # When connectivity was lost.
+      # The worst reason among the feeds it applies to.
+      reason: OfflineReason,
+      # When the first of them lost its host.
       since: string,
       # A sentence for the user.
-      message: string
+      message: string,
+      # The feeds it applies to, when not every feed.
+      feeds: ?[]string
     )
 
-    # Online: the link and family of the route that reaches the feed hosts.
-    # Offline: the reason. Either way, since when.
+    # One host's reachability. Online: the link and family of the route that
+    # reaches it. Offline: the reason. Either way, since when.
     type Connectivity (
       state: (online, offline),
       link: ?string,
       family: ?(ipv4, ipv6),
-      reason: ?(no_carrier, no_address, no_route, unknown),
+      reason: ?OfflineReason,
+      since: ?string
+    )
+
+    # The feed hosts' reachability summed over the feeds: online when every feed
+    # reaches its host, offline when none does, partial when some do.
+    type Summary (
+      state: (online, partial, offline, unknown),
+      # Feeds in all, and how many cannot reach their host.
+      feeds: int,
+      offline: int,
+      # Why, for those: each reason once, the furthest from reachable first.
+      reasons: []OfflineReason,
+      # The one link every reachable feed leaves through, when there is one.
+      link: ?string,
+      # Online: since the last feed came online; otherwise since the first went offline.
       since: ?string
     )
 
@@ -96,13 +117,19 @@ public enum SyncdInterface {
       lastSync: ?string,
       # The earliest scheduled retry of any direction.
       nextRetryAt: ?string,
+      # Whether the feed's host is reachable, from its own verdict; absent until known.
+      connectivity: ?Connectivity,
       presentation: Presentation
     )
 
     type Status (
       version: string,
-      connectivity: Connectivity,
-      # Present while offline.
+      # The feed hosts' reachability, summed over the feeds.
+      connectivity: Summary,
+      # The internet at large (any default route), for information only:
+      # each feed follows its own host.
+      internet: ?Connectivity,
+      # Present while any feed cannot reach its host.
       banner: ?OfflineBanner,
       feeds: []Feed
     )

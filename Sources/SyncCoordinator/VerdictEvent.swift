@@ -5,8 +5,8 @@ extension FeedEvent {
     /// The machine's connectivity event for a connectivity verdict.
     public init(_ verdict: Verdict) {
         switch verdict {
-        case .online:
-            self = .online
+        case .online(let path):
+            self = .online(link: path.link, family: path.family.rawValue)
         case .offline(let reason):
             self = .offline(code: reason.rawValue, reason: reason.description)
         }

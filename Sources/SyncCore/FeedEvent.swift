@@ -43,8 +43,9 @@ public enum FeedEvent: Sendable, Hashable {
     case failed(Direction, FetchToken, FeedError)
     /// A scheduled retry or reconnect delay is due.
     case timerFired(Direction, FetchToken)
-    /// Connectivity to the feed's host is back.
-    case online
+    /// The feed's host is reachable, through `link` over `family` when the verdict names them.
+    /// Sent again when only the path changes.
+    case online(link: String? = nil, family: String? = nil)
     /// Connectivity to the feed's host is lost.
     case offline(code: String, reason: String)
 }

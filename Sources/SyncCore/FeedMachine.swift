@@ -27,6 +27,7 @@ public struct FeedMachine: Sendable {
     private var persisted: PersistedFeed
     private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
     private var offline: OfflineBanner?
+    private var connectivity: FeedConnectivity?
     private var started = false
     /// Set when the server's `next` led back to a page that added nothing, so backfill cannot
     /// spin on a cycle of links.
@@ -85,6 +86,7 @@ public struct FeedMachine: Sendable {
             endReached: persisted.hasLoaded && persisted.endReached,
             itemCount: persisted.itemCount,
             offline: offline,
+            connectivity: connectivity,
             lastSyncAt: persisted.lastSyncAt,
             newItems: newItems,
             gap: persisted.gap
@@ -186,10 +188,13 @@ public struct FeedMachine: Sendable {
             } else {
                 settle(direction)
             }
-        case .online:
+        case .online(let link, let family):
+            let since = connectivity?.isOnline == true ? connectivity?.since ?? now : now
+            connectivity = FeedConnectivity(.online(link: link, family: family), since: since)
             goOnline(random: &random)
         case .offline(let code, let reason):
             goOffline(code: code, reason: reason)
+            connectivity = FeedConnectivity(.offline(code: code, reason: reason), since: offline?.since ?? now)
         }
         return effects
     }

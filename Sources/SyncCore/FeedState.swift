@@ -16,6 +16,37 @@ public struct OfflineBanner: Sendable, Hashable {
     }
 }
 
+/// Whether a feed's host is reachable, as the feed's own connectivity verdict last said.
+///
+/// Each feed follows the verdict for its own host, so two feeds of one daemon can disagree (one
+/// host behind a blackhole route, the other fine); clients show this per feed.
+public struct FeedConnectivity: Sendable, Hashable {
+    /// Reachable or not, and through what or why.
+    public enum Status: Sendable, Hashable {
+        /// Reachable through `link` (e.g. `eth0`) over `family` (`ipv4`, `ipv6`), when known.
+        case online(link: String?, family: String?)
+        /// Not reachable: a machine-readable `code` (`no-carrier`, `no-route`, …) and a `reason`
+        /// in words ("no carrier").
+        case offline(code: String, reason: String)
+    }
+
+    public var status: Status
+    /// When the host last became reachable or unreachable; a change of link or of offline reason
+    /// keeps it.
+    public var since: Date
+
+    public init(_ status: Status, since: Date) {
+        self.status = status
+        self.since = since
+    }
+
+    /// Whether the host is reachable.
+    public var isOnline: Bool {
+        if case .online = status { return true }
+        return false
+    }
+}
+
 /// The whole observable state of one feed: a value that clients render and syncd reports.
 public struct FeedState: Sendable, Hashable {
     /// The feed's identifier.
@@ -31,6 +62,8 @@ public struct FeedState: Sendable, Hashable {
     public var itemCount: Int
     /// Set while offline.
     public var offline: OfflineBanner?
+    /// The feed host's reachability; `nil` until a first verdict arrived.
+    public var connectivity: FeedConnectivity?
     /// When a page was last committed.
     public var lastSyncAt: Date?
     /// Items the latest refresh brought in (0 until one does).
@@ -47,6 +80,7 @@ public struct FeedState: Sendable, Hashable {
         endReached: Bool = false,
         itemCount: Int = 0,
         offline: OfflineBanner? = nil,
+        connectivity: FeedConnectivity? = nil,
         lastSyncAt: Date? = nil,
         newItems: Int = 0,
         gap: FeedGap? = nil
@@ -59,6 +93,7 @@ public struct FeedState: Sendable, Hashable {
         self.endReached = endReached
         self.itemCount = itemCount
         self.offline = offline
+        self.connectivity = connectivity
         self.lastSyncAt = lastSyncAt
         self.newItems = newItems
         self.gap = gap

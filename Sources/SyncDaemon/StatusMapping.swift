@@ -20,7 +20,7 @@ enum StatusMapping {
 
     static func banner(_ banner: OfflineBanner?) -> ControlOfflineBanner? {
         guard let banner else { return nil }
-        return ControlOfflineBanner(reason: ControlOfflineReason(rawValue: banner.code.replacingOccurrences(of: "-", with: "_")) ?? .unknown, since: banner.since, message: banner.reason)
+        return ControlOfflineBanner(reason: ControlOfflineReason(code: banner.code), since: banner.since, message: banner.reason)
     }
 
     static func presentation(_ state: FeedState, rows: [ControlRow], skeletonRows: Int) -> ControlPresentation {
@@ -57,22 +57,28 @@ enum StatusMapping {
             itemCount: state.itemCount,
             lastSync: state.lastSyncAt,
             nextRetryAt: state.nextRetryAt,
+            connectivity: connectivity(state.connectivity),
             presentation: presentation(state, rows: rows, skeletonRows: skeletonRows)
         )
     }
 
-    /// The systemd STATUS= line: what the daemon is doing, in a few words.
-    static func statusLine(feeds: [FeedState], connectivity: Verdict?) -> String {
-        let count = "\(feeds.count) feed\(feeds.count == 1 ? "" : "s")"
-        let net: String
-        switch connectivity {
-        case .online(let path)?: net = "online via \(path.link)"
-        case .offline(let reason)?: net = "offline: \(reason)"
-        case nil: net = "connectivity unknown"
+    /// A feed's own connectivity on the wire.
+    static func connectivity(_ connectivity: FeedConnectivity?) -> ControlConnectivity? {
+        guard let connectivity else { return nil }
+        switch connectivity.status {
+        case .online(let link, let family):
+            return .online(link: link ?? "?", family: family.flatMap(AddressFamily.init(rawValue:)) ?? .ipv4, since: connectivity.since)
+        case .offline(let code, _):
+            return .offline(reason: ControlOfflineReason(code: code), since: connectivity.since)
         }
+    }
+
+    /// The systemd STATUS= line: what the daemon is doing, in a few words.
+    static func statusLine(feeds: [FeedState], connectivity: ControlConnectivitySummary) -> String {
+        let count = "\(feeds.count) feed\(feeds.count == 1 ? "" : "s")"
         let failing = feeds.filter { state in Direction.allCases.contains { state[$0].load.failure != nil } }.map(\.feed)
         let items = feeds.map(\.itemCount).reduce(0, +)
-        var line = "\(count), \(items) items, \(net)"
+        var line = "\(count), \(items) items, \(connectivity)"
         if !failing.isEmpty { line += "; retrying \(failing.joined(separator: ", "))" }
         return line
     }

@@ -16,6 +16,7 @@ actor StatusReporter {
     private let sources: [String: String]
     private let contentRows: Int
     private let logger: Logger
+    /// The internet at large (any default route): shown, but no feed depends on it.
     private var connectivity: Verdict?
     private var connectivitySince: Date?
     private(set) var statusLine = "starting"
@@ -62,7 +63,7 @@ actor StatusReporter {
     /// Records a connectivity verdict (from the stream, or the monitor's current one at start).
     func connectivityChanged(_ verdict: Verdict) {
         if verdict != connectivity {
-            logger.notice("connectivity: \(verdict)")
+            logger.notice("internet: \(verdict)")
             connectivity = verdict
             connectivitySince = Date()
         }
@@ -76,14 +77,12 @@ actor StatusReporter {
             let items = (try? await store.items(feed: state.feed, offset: 0, limit: contentRows)) ?? []
             feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: rows(for: items, feed: state.feed)))
         }
-        let control: ControlConnectivity = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
-            ?? .offline(reason: .unknown, since: nil)
-        let banner: ControlOfflineBanner? = {
-            guard case .offline(let reason)? = connectivity else { return nil }
-            return ControlOfflineBanner(reason: ControlOfflineReason(reason), since: connectivitySince ?? Date())
-        }()
-        broadcaster.publish(ControlStatus(version: SyncDaemonService.version, connectivity: control, banner: banner, feeds: feeds))
-        let line = StatusMapping.statusLine(feeds: states, connectivity: connectivity)
+        // The summary and banner come from each feed's own verdict; the internet verdict is
+        // shown beside them, for information only.
+        let internet = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
+        let status = ControlStatus(version: SyncDaemonService.version, internet: internet, feeds: feeds)
+        broadcaster.publish(status)
+        let line = StatusMapping.statusLine(feeds: states, connectivity: status.connectivity)
         if line != statusLine {
             statusLine = line
             notifier.notify("STATUS=\(line)")

@@ -26,9 +26,60 @@ struct Tick: InstantProtocol {
         var gate = SettleGate<Tick>(settle: .seconds(2))
         _ = gate.observe(eth0, at: t0)
         #expect(gate.observe(.offline(.noCarrier), at: t0.advanced(by: .milliseconds(1))) == .publish(.offline(.noCarrier)))
-        // A different reason is a change too; the same one is not.
-        #expect(gate.observe(.offline(.noRoute), at: t0.advanced(by: .milliseconds(2))) == .publish(.offline(.noRoute)))
-        #expect(gate.observe(.offline(.noRoute), at: t0.advanced(by: .milliseconds(3))) == .cancelTimer)
+        #expect(gate.observe(.offline(.noCarrier), at: t0.advanced(by: .milliseconds(2))) == .cancelTimer)
+        #expect(gate.published == .offline(.noCarrier))
+    }
+
+    @Test func offlineWhileAPathChangeSettlesIsPublishedAtOnce() {
+        var gate = SettleGate<Tick>(settle: .seconds(2))
+        _ = gate.observe(eth0, at: t0)
+        #expect(gate.observe(wlan0, at: t0) == .schedule(t0.advanced(by: .seconds(2))))
+        #expect(gate.observe(.offline(.noRoute), at: t0.advanced(by: .milliseconds(5))) == .publish(.offline(.noRoute)))
+        #expect(gate.deadlineReached(at: t0.advanced(by: .seconds(2))) == .none, "the pending path change is dropped")
+    }
+
+    @Test func aChangedOfflineReasonWaitsForTheSettlePeriod() {
+        var gate = SettleGate<Tick>(settle: .seconds(2))
+        _ = gate.observe(eth0, at: t0)
+        _ = gate.observe(.offline(.noRoute), at: t0)
+        let at = t0.advanced(by: .milliseconds(10))
+        #expect(gate.observe(.offline(.noCarrier), at: at) == .schedule(at.advanced(by: .seconds(2))))
+        #expect(gate.observe(.offline(.noCarrier), at: at.advanced(by: .seconds(1))) == .none, "the deadline stays")
+        #expect(gate.deadlineReached(at: at.advanced(by: .seconds(1))) == .none)
+        #expect(gate.deadlineReached(at: at.advanced(by: .seconds(2))) == .publish(.offline(.noCarrier)))
+        #expect(gate.published == .offline(.noCarrier))
+    }
+
+    @Test func aReasonThatComesBackCancelsThePendingChange() {
+        var gate = SettleGate<Tick>(settle: .seconds(2))
+        _ = gate.observe(.offline(.noRoute), at: t0)
+        #expect(gate.observe(.offline(.noAddress), at: t0) == .schedule(t0.advanced(by: .seconds(2))))
+        #expect(gate.observe(.offline(.noRoute), at: t0.advanced(by: .seconds(1))) == .cancelTimer)
+        #expect(gate.deadlineReached(at: t0.advanced(by: .seconds(2))) == .none)
+        #expect(gate.published == .offline(.noRoute))
+    }
+
+    /// Five flaps through changing reasons: one offline, then one online, nothing else.
+    @Test func flappingThroughChangingReasonsYieldsOneOfflineAndOneOnline() {
+        var gate = SettleGate<Tick>(settle: .seconds(2))
+        _ = gate.observe(eth0, at: t0)
+        var published: [Verdict] = []
+        var now = t0
+        var due: Tick?
+        func feed(_ verdict: Verdict) {
+            now = now.advanced(by: .milliseconds(15))
+            switch gate.observe(verdict, at: now) {
+            case .publish(let v): published.append(v)
+            case .schedule(let d): due = d
+            default: break
+            }
+        }
+        for _ in 0..<5 {
+            for reason in [OfflineReason.noRoute, .noCarrier, .noAddress, .noRoute] { feed(.offline(reason)) }
+            feed(eth0)
+        }
+        if case .publish(let v) = gate.deadlineReached(at: due!) { published.append(v) }
+        #expect(published == [.offline(.noRoute), eth0])
     }
 
     @Test func onlineWaitsForTheSettlePeriod() {

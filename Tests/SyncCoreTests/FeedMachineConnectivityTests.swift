@@ -47,18 +47,18 @@ import Testing
         h.send(offline)
         #expect(h.timers.isEmpty)
         #expect(h.state.initial == DirectionState(load: .failed(LoadFailure(error: transient, attempt: 2, nextRetryAt: nil)), paused: true))
-        h.send(.online)
+        h.send(.online())
         #expect(h.fetched.map(\.direction) == [.initial], "failed loads run again at once on reconnect")
         // Offline while that request runs: cancelled, paused, still attempt 2.
         h.send(offline)
         #expect(h.state.initial.load.failure?.attempt == 2)
         #expect(h.state.initial.paused)
         for _ in 0..<10 {
-            h.send(.online)
+            h.send(.online())
             h.send(offline)
         }
         #expect(h.state.initial.load.failure?.attempt == 2)
-        h.send(.online)
+        h.send(.online())
         h.fail(.initial, transient)
         #expect(h.state.initial.load.failure?.attempt == 3)
         #expect(h.scheduled[.initial] == .seconds(4), "the backoff continues from the real failures only")
@@ -70,7 +70,7 @@ import Testing
         h.succeed(.initial, page(["3", "2"], older: "2", newer: "3"))
         h.send(.loadOlder)
         h.send(offline)
-        h.send(.online)
+        h.send(.online())
         #expect(h.fetched.isEmpty, "spread: not in the same instant")
         #expect(h.scheduled == [.older: .seconds(1), .newer: .seconds(1)], "paused older, and newer (refetch on reconnect)")
         #expect(h.state.offline == nil)
@@ -83,7 +83,7 @@ import Testing
         var h = Harness()
         h.send(.start)
         h.send(offline)
-        h.send(.online)
+        h.send(.online())
         #expect(h.fetched.map(\.direction) == [.initial])
     }
 
@@ -94,7 +94,7 @@ import Testing
         h.advance(10)
         h.send(offline)
         h.advance(5)
-        h.send(.online)
+        h.send(.online())
         #expect(h.scheduled[.initial] == .seconds(45), "the server asked for 60 s; 15 have passed")
     }
 
@@ -104,7 +104,7 @@ import Testing
         h.fail(.initial, notFound)
         h.send(offline)
         #expect(!h.state.initial.paused)
-        h.send(.online)
+        h.send(.online())
         #expect(h.effects.isEmpty)
         #expect(h.state.initial.load.failure?.error == notFound)
     }
@@ -116,9 +116,9 @@ import Testing
         h.advance(30)
         h.send(.offline(code: "no-carrier", reason: "no carrier"))
         #expect(h.state.offline == OfflineBanner(since: since, code: "no-carrier", reason: "no carrier"))
-        h.send(.online)
+        h.send(.online())
         #expect(h.state.offline == nil)
-        h.send(.online)
+        h.send(.online())
         #expect(h.effects.isEmpty, "online while online is no transition")
     }
 
@@ -132,7 +132,7 @@ import Testing
         h.send(.committed(.initial, request.token, outcome))
         #expect(h.state.hasLoaded)
         #expect(h.state.initial == DirectionState(load: .loaded, paused: false))
-        h.send(.online)
+        h.send(.online())
         #expect(h.fetched.map(\.direction) == [.newer], "only the refetch on reconnect, no second first load")
     }
 
@@ -140,7 +140,7 @@ import Testing
         var h = Harness()
         h.send(.start)
         #expect(h.fetched.count == 1)
-        h.send(.online)
+        h.send(.online())
         #expect(h.effects.isEmpty, "unknown → online releases nothing and refetches nothing")
     }
 }

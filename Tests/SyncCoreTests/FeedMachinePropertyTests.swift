@@ -94,7 +94,7 @@ private struct SimServer {
                 event = .offline(code: "no-carrier", reason: "no carrier")
             case 10:
                 offline = false
-                event = .online
+                event = .online()
             case 11:
                 h.advance(Double(rng.next() % 200) / 4)
                 try check(h, offline: offline, manual: manual, seed: seed, step: step)
@@ -163,7 +163,7 @@ private struct SimServer {
         }
 
         // Online, answer everything, and let time pass: the feed catches up with no gap.
-        if offline { h.send(.online) }
+        if offline { h.send(.online()) }
         server.newest += 1
         for _ in 0..<500 {
             if let request = h.inFlight.values.first {

@@ -251,7 +251,7 @@ import Testing
         h.send(.start)
         let first = h.inFlight[.initial]!
         h.send(.offline(code: "no-carrier", reason: "no carrier"))
-        h.send(.online)
+        h.send(.online())
         let second = h.inFlight[.initial]!
         #expect(first.token != second.token)
         h.send(.failed(.initial, first.token, transient))

@@ -136,7 +136,7 @@ import Testing
         h.succeed(.newer, paged(["13", "12"], next: "p2"))
         #expect(h.fetched.map(\.cursor) == ["p2"])
         h.send(.offline(code: "no-carrier", reason: "no carrier"))
-        h.send(.online)
+        h.send(.online())
         #expect(h.fetched.map(\.cursor) == ["p2"], "reconnect goes on with the gap")
         h.succeed(.newer, paged(["11", "10"], next: "p3"))
         #expect(h.fetched.map(\.cursor) == ["p3"], "a new walk: its own two pages")

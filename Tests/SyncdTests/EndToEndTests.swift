@@ -19,15 +19,24 @@ struct EndToEndTests {
         let daemon: ChildProcess
         let client: SyncControlClient
 
-        init(initialItems: Int) async throws {
+        /// A second address of the server, outside the client's subnet: reachable only through a
+        /// route of its own (`10.88.0.0/24 via` the server), so it can be routed apart from the first.
+        static let farAddress = "10.88.0.2"
+
+        /// - Parameter feeds: feed names and the server address each is fetched from.
+        init(initialItems: Int, feeds: [(name: String, host: String)] = [("demo", VethTopology.serverAddress)]) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
+            if feeds.contains(where: { $0.host == Self.farAddress }) {
+                try await topology.server.ip("addr", "add", "\(Self.farAddress)/32", "dev", VethTopology.serverLink)
+                try await topology.client.ip("route", "add", "10.88.0.0/24", "via", VethTopology.serverAddress)
+            }
             feedServer = try ChildProcess(
                 ["ip", "netns", "exec", topology.server.name, try BuildProducts.path("demo-feed"),
                  "--host", "0.0.0.0", "--port", "8080", "--feed", "demo:\(initialItems):0", "--limit", "50", "--log-level", "warning"],
                 logPath: directory.file("demo-feed.log")
             )
-            let config = """
+            var config = """
                 [daemon]
                 store = "\(directory.file("syncd.sqlite"))"
                 control_socket = "\(directory.file("io.syncd"))"
@@ -39,13 +48,18 @@ struct EndToEndTests {
                 cap = "2s"
                 reconnect_spread = "0s"
                 connect_timeout = "2s"
-                [[feed]]
-                name = "demo"
-                url = "http://\(VethTopology.serverAddress):8080/feeds/demo"
-                page_size = 50
-                backfill = 100000
-                timeout = "5s"
                 """
+            for feed in feeds {
+                config += """
+
+                    [[feed]]
+                    name = "\(feed.name)"
+                    url = "http://\(feed.host):8080/feeds/demo"
+                    page_size = 50
+                    backfill = 100000
+                    timeout = "5s"
+                    """
+            }
             try config.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
             try await Self.waitForServer(topology)
             daemon = try ChildProcess(
@@ -97,11 +111,11 @@ struct EndToEndTests {
         }
 
         /// Every stored id, newest first, through the control API's paging.
-        func storedIDs() async throws -> [String] {
+        func storedIDs(feed: String = "demo") async throws -> [String] {
             var ids: [String] = []
             var after: String?
             repeat {
-                let page = try await client.items(feed: "demo", limit: 500, after: after)
+                let page = try await client.items(feed: feed, limit: 500, after: after)
                 ids += page.items.map(\.id)
                 after = page.next
             } while after != nil
@@ -130,9 +144,11 @@ struct EndToEndTests {
         status = try await rig.waitForStatus("offline") { s in
             !s.connectivity.isOnline && s.feeds.first?.newer.paused == true
         }
-        guard case .offline(let reason, let since) = status.connectivity else { Issue.record("not offline"); return }
+        #expect(status.connectivity.state == .offline && status.connectivity.reasons == [.noCarrier], "\(status.connectivity)")
+        guard case .offline(let reason, let since)? = status.feeds.first?.connectivity else { Issue.record("the feed is not offline"); return }
         #expect(reason == .noCarrier)
         #expect(since != nil)
+        #expect(status.connectivity.since == since)
         #expect(status.banner?.reason == .noCarrier)
         #expect(status.feeds.first?.presentation.offlineBanner != nil)
         #expect(status.feeds.first?.itemCount == 400, "loaded content stays while offline")

@@ -81,6 +81,7 @@ enum Samples {
             newer: .loaded,
             itemCount: 120,
             lastSync: now.addingTimeInterval(-180),
+            connectivity: connectivity,
             presentation: ControlPresentation(
                 main: .content([ControlRow(id: "9", summary: "Hello world"), ControlRow(id: "8", summary: "Second post")]),
                 offlineBanner: banner,
@@ -91,9 +92,10 @@ enum Samples {
         let work = ControlFeed(
             name: "work",
             initial: ControlDirection(phase: .loading, paused: !online),
+            connectivity: connectivity,
             presentation: ControlPresentation(main: .skeleton(rows: 4), offlineBanner: banner)
         )
-        return ControlStatus(version: "0.1.0", connectivity: connectivity, banner: banner, feeds: [home, work])
+        return ControlStatus(version: "0.1.0", internet: connectivity, feeds: [home, work])
     }
 }
 

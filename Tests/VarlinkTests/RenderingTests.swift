@@ -10,13 +10,15 @@ struct RenderingTests {
         let text = StatusTable.render(Samples.status(), now: Samples.now, style: .plain, timeZone: utc)
         let expected = """
             ● syncd 0.1.0
-                   State: online via eth0 (ipv4)
+                   State: online via eth0 (2 of 2 feeds reachable)
                    Since: 2024-05-01 11:55:00 UTC; 5min ago
+                Internet: online via eth0 (ipv4)
                    Feeds: 2 (1 failing)
 
             ● home
                   Source: https://social.example/api/v1/timelines/home
                    State: degraded
+            Connectivity: online via eth0 (ipv4) since 2024-05-01 11:55:00 UTC; 5min ago
                  Initial: loaded
                    Older: failed (attempt 3): timeout; next retry in 12s
                    Newer: loaded
@@ -26,6 +28,7 @@ struct RenderingTests {
 
             ● work
                    State: loading
+            Connectivity: online via eth0 (ipv4) since 2024-05-01 11:55:00 UTC; 5min ago
                  Initial: loading
                    Older: idle
                    Newer: idle
@@ -38,11 +41,49 @@ struct RenderingTests {
 
     @Test func statusTableOfflineShowsReasonSinceAndBanner() {
         let text = StatusTable.render(Samples.status(online: false), feeds: ["work"], now: Samples.now, style: .plain, timeZone: utc)
-        #expect(text.contains("State: offline (no carrier)"))
+        #expect(text.contains("State: offline: 2 of 2 feeds (no carrier)"))
         #expect(text.contains("Since: 2024-05-01 11:57:55 UTC; 2min 5s ago"))
         #expect(text.contains("Banner: Offline (no carrier): syncing is paused"))
+        #expect(text.contains("State: paused (offline: no carrier)"))
         #expect(text.contains("Initial: loading (paused, offline)"))
         #expect(!text.contains("● home"), "the feed filter applies")
+    }
+
+    /// One host behind a blackhole, the other fine: the top line counts, the banner names the
+    /// feed it applies to, and that feed reads paused even with nothing loading.
+    @Test func statusTableWithOneOfTwoFeedHostsOffline() {
+        var status = Samples.status()
+        let down = Samples.now.addingTimeInterval(-30)
+        status.feeds[1] = ControlFeed(name: "work", initial: .loaded, itemCount: 5, connectivity: .offline(reason: .noRoute, since: down), presentation: ControlPresentation(main: .content([])))
+        status = ControlStatus(version: status.version, internet: status.internet, feeds: status.feeds)
+        #expect(status.connectivity == ControlConnectivitySummary(state: .partial, feeds: 2, offline: 1, reasons: [.noRoute], link: "eth0", since: down))
+        #expect(status.banner?.feeds == ["work"])
+        let text = StatusTable.render(status, now: Samples.now, style: .plain, timeZone: utc)
+        #expect(text.contains("       State: partial: 1 of 2 feeds offline (no route to host)\n"), "\(text)")
+        #expect(text.contains("Banner: Offline (no route to host) for work: its syncing is paused"), "\(text)")
+        #expect(text.contains("       State: paused (offline: no route to host)\nConnectivity: offline (no route to host) since 2024-05-01 11:59:30 UTC; 30s ago\n"), "\(text)")
+        #expect(text.contains("       State: degraded\nConnectivity: online via eth0 (ipv4)"), "\(text)")
+        let frame = WatchFrame.render(status, time: 0, now: Samples.now, style: TerminalStyle(color: false, width: 80, height: 40), timeZone: utc)
+        #expect(frame[0].hasPrefix("syncd 0.1.0 · 1 of 2 feeds offline (no route to host)"), "\(frame)")
+        #expect(frame[1].contains("Offline (no route to host) for work"), "\(frame)")
+    }
+
+    @Test func summaryNamesTheWorstReasonFirstAndWaitsForEveryVerdict() {
+        func feed(_ name: String, _ connectivity: ControlConnectivity?) -> ControlFeed {
+            ControlFeed(name: name, connectivity: connectivity, presentation: ControlPresentation(main: .empty))
+        }
+        let t = Samples.now
+        let mixed = ControlConnectivitySummary(feeds: [
+            feed("a", .offline(reason: .noRoute, since: t)), feed("b", .offline(reason: .noCarrier, since: t.addingTimeInterval(-5))),
+            feed("c", .offline(reason: .noRoute, since: t)),
+        ])
+        #expect(mixed.state == .offline && mixed.reasons == [.noCarrier, .noRoute] && mixed.since == t.addingTimeInterval(-5))
+        #expect(mixed.description == "offline (no carrier, no route to host)")
+        #expect(ControlConnectivitySummary(feeds: [feed("a", nil), feed("b", .online(link: "wg0", family: .ipv4, since: t))]).state == .unknown)
+        #expect(ControlConnectivitySummary(feeds: []).state == .unknown)
+        let twoLinks = ControlConnectivitySummary(feeds: [feed("a", .online(link: "wg0", family: .ipv4, since: t)), feed("b", .online(link: "eth0", family: .ipv6, since: t.addingTimeInterval(1)))])
+        #expect(twoLinks.state == .online && twoLinks.link == nil && twoLinks.since == t.addingTimeInterval(1))
+        #expect(ControlOfflineBanner(feeds: [feed("a", .online(link: "wg0", family: .ipv4, since: t))]) == nil)
     }
 
     @Test func colourOnlyWhenAllowed() {

@@ -42,7 +42,7 @@ struct SyncctlCommandTests {
             let table = try await Self.syncctl(["status", "--socket", path])
             #expect(table.status == 0)
             #expect(table.stdout.hasPrefix("● syncd 0.1.0\n"))
-            #expect(table.stdout.contains("State: online via eth0 (ipv4)"))
+            #expect(table.stdout.contains("State: online via eth0 (2 of 2 feeds reachable)"))
             #expect(!table.stdout.contains("\u{1B}["), "NO_COLOR and a pipe: no escape sequences")
 
             let short = try await Self.syncctl(["status", "--socket", path, "--json=short"])

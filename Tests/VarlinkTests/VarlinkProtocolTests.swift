@@ -140,7 +140,7 @@ struct VarlinkProtocolTests {
     @Test func watchStreamsChanges() async throws {
         let handler = FakeHandler()
         try await withControlServer(handler: handler) { path in
-            var seen: [ControlConnectivity] = []
+            var seen: [ControlConnectivitySummary] = []
             try await VarlinkClient(socketPath: path).withConnection { connection in
                 try await connection.callMore("io.syncd.Watch") { parameters in
                     let status = try VarlinkCoding.decode(ControlStatus.self, from: parameters["status"]!)

@@ -4,7 +4,10 @@ public enum FeedCondition: String, Sendable, Hashable {
 
     public init(_ feed: ControlFeed) {
         let directions = [feed.initial, feed.older, feed.newer]
-        if feed.initial.phase == .failed && !feed.initial.paused {
+        if case .offline? = feed.connectivity {
+            // Its host is unreachable: nothing will load, whether or not a load was waiting.
+            self = .paused
+        } else if feed.initial.phase == .failed && !feed.initial.paused {
             self = .failed
         } else if directions.contains(where: \.paused) {
             self = .paused

@@ -9,16 +9,17 @@ public enum StatusTable {
         let status = status.terminalSafe
         let filter = filter.map(\.terminalSafe)
         var lines: [String] = []
-        let online = status.connectivity.isOnline
-        lines.append("\(style.paint("●", online ? .green : .red)) \(style.paint("syncd", .bold)) \(status.version)")
-        switch status.connectivity {
-        case .online(let link, let family, let since):
-            lines.append(row("State", style.paint("online", .green) + " via \(link) (\(family.rawValue))"))
-            if let since { lines.append(row("Since", TimeFormatting.full(since, now: now, timeZone: timeZone))) }
-        case .offline(let reason, let since):
-            lines.append(row("State", style.paint("offline", .red) + " (\(reason))"))
-            if let since { lines.append(row("Since", TimeFormatting.full(since, now: now, timeZone: timeZone))) }
+        let summary = status.connectivity
+        let color: ANSI = switch summary.state {
+        case .online: .green
+        case .partial: .yellow
+        case .offline: .red
+        case .unknown: .grey
         }
+        lines.append("\(style.paint("●", color)) \(style.paint("syncd", .bold)) \(status.version)")
+        lines.append(row("State", describe(summary, style: style, color: color)))
+        if let since = summary.since { lines.append(row("Since", TimeFormatting.full(since, now: now, timeZone: timeZone))) }
+        if let internet = status.internet { lines.append(row("Internet", internet.description)) }
         if let banner = status.banner {
             lines.append(row("Banner", style.paint(banner.message, .yellow)))
         }
@@ -36,7 +37,14 @@ public enum StatusTable {
         let condition = FeedCondition(feed)
         var lines = ["\(style.paint("●", condition.dotColor)) \(style.paint(feed.name, .bold))"]
         if let source = feed.source { lines.append(row("Source", source)) }
-        lines.append(row("State", style.paint(condition.rawValue, condition.dotColor)))
+        var state = style.paint(condition.rawValue, condition.dotColor)
+        if case .offline(let reason, _)? = feed.connectivity { state += " (offline: \(reason))" }
+        lines.append(row("State", state))
+        if let connectivity = feed.connectivity {
+            var text = connectivity.description
+            if let since = connectivity.since { text += " since " + TimeFormatting.full(since, now: now, timeZone: timeZone) }
+            lines.append(row("Connectivity", text))
+        }
         for (label, direction) in feed.directions {
             var text = describe(direction, now: now, style: style)
             if label == "older" && feed.endReached { text += ", end of feed" }
@@ -48,6 +56,22 @@ public enum StatusTable {
             lines.append(row("Next retry", TimeFormatting.full(next, now: now, timeZone: timeZone)))
         }
         return lines
+    }
+
+    /// `online via eth0 (2 of 2 feeds reachable)`, `partial: 1 of 2 feeds offline (no route to host)`.
+    static func describe(_ summary: ControlConnectivitySummary, style: TerminalStyle, color: ANSI) -> String {
+        let feeds = "\(summary.feeds) feed\(summary.feeds == 1 ? "" : "s")"
+        let reasons = summary.reasons.map(\.description).joined(separator: ", ")
+        switch summary.state {
+        case .online:
+            return style.paint("online", color) + (summary.link.map { " via \($0)" } ?? "") + " (\(summary.feeds) of \(feeds) reachable)"
+        case .partial:
+            return style.paint("partial", color) + ": \(summary.offline) of \(feeds) offline (\(reasons))"
+        case .offline:
+            return style.paint("offline", color) + ": \(summary.offline) of \(feeds) (\(reasons))"
+        case .unknown:
+            return style.paint(summary.description, color)
+        }
     }
 
     /// `failed (attempt 3): HTTP 503; next retry in 12s`, `loading (paused)`.

@@ -7,7 +7,8 @@ extension ControlStatus {
     public var terminalSafe: ControlStatus {
         var copy = self
         copy.version = version.terminalSafe
-        copy.connectivity = connectivity.terminalSafe
+        copy.connectivity.link = connectivity.link?.terminalSafe
+        copy.internet = internet?.terminalSafe
         copy.banner = banner?.terminalSafe
         copy.feeds = feeds.map(\.terminalSafe)
         return copy
@@ -27,6 +28,7 @@ extension ControlOfflineBanner {
     var terminalSafe: ControlOfflineBanner {
         var copy = self
         copy.message = message.terminalSafe
+        copy.feeds = feeds?.map(\.terminalSafe)
         return copy
     }
 }
@@ -48,6 +50,7 @@ extension ControlFeed {
         copy.initial = initial.terminalSafe
         copy.older = older.terminalSafe
         copy.newer = newer.terminalSafe
+        copy.connectivity = connectivity?.terminalSafe
         copy.presentation = presentation.terminalSafe
         return copy
     }

@@ -36,11 +36,7 @@ public enum WatchFrame {
             return [style.paint("\(spinner(at: time)) connecting to syncd…".fitted(to: width), .dim)]
         }
         var lines: [String] = []
-        let connectivity: String
-        switch status.connectivity {
-        case .online(let link, let family, _): connectivity = "online via \(link) (\(family.rawValue))"
-        case .offline(let reason, _): connectivity = "offline (\(reason))"
-        }
+        let connectivity = status.connectivity.description
         let clock = TimeFormatting.clock(now, timeZone: timeZone)
         let title = "syncd \(status.version) · \(connectivity)"
         let headerSpace = max(1, width - clock.columns)
