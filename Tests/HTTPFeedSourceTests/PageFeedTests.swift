@@ -22,8 +22,7 @@ struct PageFeedTests {
         pagination: FeedPagination? = nil,
         _ body: (FeedCoordinator<ContinuousClock>, SQLiteFeedStore) async throws -> Void
     ) async throws {
-        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
-        do {
+        try await withFeedClient { client in
             try await withStore { store in
                 let http = HTTPFeedConfiguration(url: server.url(query: "per_page=\(perPage)"), requestTimeout: .seconds(5), pagination: pagination)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
@@ -33,10 +32,6 @@ struct PageFeedTests {
                 try await body(feed, store)
                 await coordinator.stop()
             }
-            try await client.shutdown()
-        } catch {
-            try? await client.shutdown()
-            throw error
         }
     }
 

@@ -15,24 +15,12 @@ struct RedirectTests {
         return try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
     }
 
-    func withClient<T: Sendable>(_ body: (HTTPFeedClient) async throws -> T) async throws -> T {
-        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
-        do {
-            let result = try await body(client)
-            try await client.shutdown()
-            return result
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
-    }
-
     @Test("302, 303 and 307 to the same origin are followed, with the token; links resolve from the target", arguments: [302, 303, 307])
     func sameOrigin(status: Int) async throws {
         try await withGitHubStyleServer { server in
             try await server.add(25)
             try await server.redirect("/old", status: status, to: "/feed")
-            try await withClient { client in
+            try await withFeedClient { client in
                 let source = try source(server, client, path: "/old")
                 let page = try await source.fetchInitial()
                 #expect(page.items == Array(try await server.items().prefix(10)))
@@ -49,7 +37,7 @@ struct RedirectTests {
         try await withGitHubStyleServer { server in
             try await server.add(5)
             try await server.redirect("/old", status: status, to: server.url(other: true).absoluteString)
-            try await withClient { client in
+            try await withFeedClient { client in
                 let source = try source(server, client, path: "/old")
                 let error = try #require(await expectFeedError { try await source.fetchInitial() })
                 #expect(error.kind == .httpStatus(status))
@@ -66,7 +54,7 @@ struct RedirectTests {
         try await withGitHubStyleServer { server in
             try await server.add(5)
             try await server.redirect("/old", status: status, to: "/feed")
-            try await withClient { client in
+            try await withFeedClient { client in
                 let source = try source(server, client, path: "/old")
                 let error = try #require(await expectFeedError { try await source.fetchInitial() })
                 #expect(error.kind == .httpStatus(status))
@@ -96,7 +84,7 @@ struct RedirectTests {
         try await withGitHubStyleServer { server in
             try await server.redirect("/a", status: 307, to: "/b")
             try await server.redirect("/b", status: 307, to: "/a")
-            try await withClient { client in
+            try await withFeedClient { client in
                 let error = try #require(await expectFeedError { try await source(server, client, path: "/a").fetchInitial() })
                 #expect(error.message.contains("more than \(HTTPFeedSource.maxRedirects) redirects"), "\(error.message)")
                 #expect(try await server.received().count == HTTPFeedSource.maxRedirects + 1)

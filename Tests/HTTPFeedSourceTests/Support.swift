@@ -8,6 +8,19 @@ import Testing
 /// A logger that drops everything: the server's and client's info lines would bury test output.
 let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
+/// Runs `body` with a feed client that is shut down on every path (AsyncHTTPClient requires it).
+func withFeedClient<T: Sendable>(connectTimeout: Duration = .seconds(5), _ body: (HTTPFeedClient) async throws -> T) async throws -> T {
+    let client = HTTPFeedClient(options: .init(connectTimeout: connectTimeout))
+    do {
+        let result = try await body(client)
+        try await client.shutdown()
+        return result
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+}
+
 /// Starts a demo server on an ephemeral loopback port and a feed client, runs `body`, and stops
 /// both whatever happens.
 func withFeedServer<T: Sendable>(

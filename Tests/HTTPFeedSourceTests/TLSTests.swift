@@ -51,24 +51,12 @@ struct TLSTests {
         return try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
     }
 
-    func withClient<T: Sendable>(_ body: (HTTPFeedClient) async throws -> T) async throws -> T {
-        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
-        do {
-            let result = try await body(client)
-            try await client.shutdown()
-            return result
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
-    }
-
     @Test("untrusted without ca_file (permanent, in words); with ca_file the feed syncs to an exact copy")
     func privateCA() async throws {
         let pki = try await TestPKI.make()
         try await withGitHubStyleServer(secure: pki.origins) { server in
             try await server.add(35)
-            try await withClient { client in
+            try await withFeedClient { client in
                 let url = server.secureURL("good", query: "per_page=10")
                 let untrusted = try #require(await expectFeedError { try await source(url, client).fetchInitial() })
                 #expect(untrusted.kind == .tls)
@@ -95,7 +83,7 @@ struct TLSTests {
     func hostNameMismatch() async throws {
         let pki = try await TestPKI.make()
         try await withGitHubStyleServer(secure: pki.origins) { server in
-            try await withClient { client in
+            try await withFeedClient { client in
                 let source = try source(server.secureURL("wrong"), client, tls: FeedTLS(caFile: pki.ca))
                 let error = try #require(await expectFeedError { try await source.fetchInitial() })
                 #expect(error.kind == .tls)
@@ -110,7 +98,7 @@ struct TLSTests {
         let pki = try await TestPKI.make()
         try await withGitHubStyleServer(secure: pki.origins) { server in
             try await server.add(4)
-            try await withClient { client in
+            try await withFeedClient { client in
                 let url = server.secureURL("mtls")
                 let refused = try #require(await expectFeedError { try await source(url, client, tls: FeedTLS(caFile: pki.ca)).fetchInitial() })
                 #expect(refused.kind == .tls && refused.isPermanent)
@@ -126,7 +114,7 @@ struct TLSTests {
     @Test("missing or bad certificate files are configuration errors that name the file")
     func badFiles() async throws {
         let pki = try await TestPKI.make()
-        try await withClient { client in
+        try await withFeedClient { client in
             let url = URL(string: "https://127.0.0.1:1/feed")!
             for (tls, expected) in [
                 (FeedTLS(caFile: pki.directory.file("missing.pem")), "ca_file \(pki.directory.file("missing.pem"))"),

@@ -13,6 +13,14 @@ struct SyncctlCommandTests {
     }
 
     /// Runs syncctl on its own thread (see ``runCommand(_:)``) and captures everything.
+    /// A copy of syncctl that `nobody` can run: the build tree under /root usually is out of its
+    /// reach. The caller removes the copy's directory.
+    static func syncctlForNobody() throws -> String {
+        let copy = try makeSocketDirectory() + "/syncctl"
+        try FileManager.default.copyItem(atPath: try BuildProducts.path("syncctl"), toPath: copy)
+        return copy
+    }
+
     static func syncctl(_ arguments: [String], environment: [String: String] = [:], asUser uid: Int? = nil, binary: String? = nil) async throws -> Result {
         let binary = try binary ?? BuildProducts.path("syncctl")
         let prefix = uid.map { ["setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []
@@ -83,11 +91,8 @@ struct SyncctlCommandTests {
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
     func unprivilegedUserIsToldWhy() async throws {
         try Privileges.requireRoot()
-        let binary = try BuildProducts.path("syncctl")
-        // nobody must be able to reach the binary; the build tree under /root usually is not.
-        let copy = try makeSocketDirectory() + "/syncctl"
+        let copy = try Self.syncctlForNobody()
         defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
-        try FileManager.default.copyItem(atPath: binary, toPath: copy)
         try await withControlServer { path in
             let denied = try await Self.syncctl(["refresh", "home", "--socket", path], asUser: 65534, binary: copy)
             #expect(denied.status == 1)
@@ -166,10 +171,8 @@ struct SyncctlCommandTests {
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
     func socketPermissionDeniedIsNotNotRunning() async throws {
         try Privileges.requireRoot()
-        let binary = try BuildProducts.path("syncctl")
-        let copy = try makeSocketDirectory() + "/syncctl"
+        let copy = try Self.syncctlForNobody()
         defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
-        try FileManager.default.copyItem(atPath: binary, toPath: copy)
         try await withControlServer { path in
             chmod((path as NSString).deletingLastPathComponent, 0o700)
             let denied = try await Self.syncctl(["status", "--socket", path], asUser: 65534, binary: copy)
