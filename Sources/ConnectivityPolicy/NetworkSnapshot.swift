@@ -182,6 +182,43 @@ public struct RouteInfo: Sendable, Hashable, Codable, Comparable {
     }
 }
 
+/// Why the kernel refused a route lookup (the error of an `RTM_GETROUTE` request).
+public enum RouteRefusal: String, Sendable, Hashable, Codable, CustomStringConvertible {
+    /// `ENETUNREACH`: no route in any table the rules reach (a `throw` route ends here too).
+    case noRoute = "no-route"
+    /// `EHOSTUNREACH`: an `unreachable` route or rule.
+    case unreachable
+    /// `EACCES`: a `prohibit` route or rule.
+    case prohibited
+    /// `EINVAL`: a `blackhole` route or rule.
+    case blackhole
+    /// Any other error; the lookup tells nothing, so the snapshot model decides.
+    case other
+
+    /// A reject route or rule matched: the kernel found the destination and refuses it.
+    public var isReject: Bool { self == .unreachable || self == .prohibited || self == .blackhole }
+
+    public var description: String {
+        switch self {
+        case .noRoute: "network is unreachable"
+        case .unreachable: "unreachable route or rule"
+        case .prohibited: "prohibit route or rule"
+        case .blackhole: "blackhole route or rule"
+        case .other: "lookup failed"
+        }
+    }
+}
+
+/// The kernel's answer to "how would traffic to this address leave?": what `ip route get
+/// ADDRESS` prints, from the kernel's own FIB lookup (policy rules, every table, `throw`, VRFs,
+/// nexthop objects and the linkdown sysctls included).
+public enum KernelRoute: Sendable, Hashable, Codable {
+    /// Traffic leaves through `linkIndex` (for a `local` route, the loopback link).
+    case route(linkIndex: Int32, type: RouteType, table: UInt32, gateway: IPAddress?)
+    /// The kernel refuses to route it.
+    case refused(RouteRefusal)
+}
+
 /// A consistent picture of the kernel's links, addresses and routes.
 ///
 /// Values are kept in a canonical order so that two snapshots of the same tables compare equal.
@@ -189,6 +226,11 @@ public struct NetworkSnapshot: Sendable, Hashable, Codable {
     public private(set) var links: [LinkInfo]
     public private(set) var addresses: [AddressInfo]
     public private(set) var routes: [RouteInfo]
+    /// The kernel's own route lookups, for the addresses someone asked the monitor to track
+    /// (`NetlinkMonitor.track(_:)`), taken with the tables above. When an address has one, the
+    /// policy follows the kernel's choice of path; otherwise it falls back to its model of the
+    /// main table.
+    public var kernelRoutes: [IPAddress: KernelRoute] = [:]
 
     public init(links: [LinkInfo] = [], addresses: [AddressInfo] = [], routes: [RouteInfo] = []) {
         self.links = links.sorted { $0.index < $1.index }

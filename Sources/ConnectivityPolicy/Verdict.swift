@@ -6,12 +6,16 @@ public enum OfflineReason: String, Sendable, Hashable, Codable, Comparable, Cust
     case noAddress = "no-address"
     /// No route covers the destination through a link with carrier and a usable address.
     case noRoute = "no-route"
+    /// A route or a policy rule covers the destination and rejects it: a `blackhole`,
+    /// `unreachable` or `prohibit` route, or a rule with such an action.
+    case blocked = "blocked"
 
     private var rank: Int {
         switch self {
         case .noCarrier: 0
         case .noAddress: 1
         case .noRoute: 2
+        case .blocked: 3
         }
     }
 
@@ -22,8 +26,56 @@ public enum OfflineReason: String, Sendable, Hashable, Codable, Comparable, Cust
         case .noCarrier: "no carrier"
         case .noAddress: "no address"
         case .noRoute: "no route to host"
+        case .blocked: "blocked by a reject route or rule"
         }
     }
+}
+
+/// Why a destination the kernel routes is still not usable: the rung between offline and
+/// online. Ordered from least to most progress towards online.
+public enum LimitedReason: String, Sendable, Hashable, Codable, Comparable, CustomStringConvertible {
+    /// The host name did not resolve.
+    case dnsFailed = "dns-failed"
+    /// The network answers in place of the internet: a captive portal wants a sign-in.
+    case portal = "portal"
+    /// The route exists but the server does not answer (connect timeouts, host unreachable).
+    case serverUnreachable = "server-unreachable"
+
+    private var rank: Int {
+        switch self {
+        case .dnsFailed: 0
+        case .portal: 1
+        case .serverUnreachable: 2
+        }
+    }
+
+    public static func < (lhs: LimitedReason, rhs: LimitedReason) -> Bool { lhs.rank < rhs.rank }
+
+    public var description: String {
+        switch self {
+        case .dnsFailed: "name resolution failed"
+        case .portal: "captive portal"
+        case .serverUnreachable: "server unreachable"
+        }
+    }
+}
+
+/// A limited verdict: why, the evidence in words, and the path the kernel would use.
+public struct Limitation: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var reason: LimitedReason
+    /// The evidence, for people: the name and the resolver's words (`feed.example: Name or
+    /// service not known`), the portal's URL, or the server's failure (`connection timed out`).
+    public var detail: String
+    /// The path the kernel routes the destination through, when it does.
+    public var path: OnlinePath?
+
+    public init(_ reason: LimitedReason, detail: String, path: OnlinePath? = nil) {
+        self.reason = reason
+        self.detail = detail
+        self.path = path
+    }
+
+    public var description: String { "\(reason.rawValue): \(detail)" }
 }
 
 /// What connectivity needs to reach.
@@ -32,11 +84,36 @@ public enum Destination: Sendable, Hashable, Codable, CustomStringConvertible {
     case internet
     /// Any one of these addresses (the resolved addresses of a host).
     case addresses([IPAddress])
+    /// A host name, resolved by whoever evaluates it (`NameResolution`, ``ConnectivityMonitor``).
+    /// The pure policy cannot resolve names: it judges an unresolved name as ``internet``.
+    case host(String)
+
+    /// A destination for the host of a URL: its address when the host is a literal (IPv6 in
+    /// brackets too), otherwise the name; the internet when there is no host.
+    public init(urlHost host: String?) {
+        let trimmed = host.map { $0.hasPrefix("[") && $0.hasSuffix("]") ? String($0.dropFirst().dropLast()) : $0 }
+        guard let trimmed, !trimmed.isEmpty else {
+            self = .internet
+            return
+        }
+        if let literal = IPAddress(trimmed) {
+            self = .addresses([literal])
+        } else {
+            self = .host(trimmed)
+        }
+    }
+
+    /// The addresses the kernel is asked about; none for the internet or an unresolved name.
+    public var addresses: [IPAddress] {
+        if case .addresses(let list) = self { return list }
+        return []
+    }
 
     public var description: String {
         switch self {
         case .internet: "internet"
         case .addresses(let list): list.map(\.description).joined(separator: ",")
+        case .host(let name): name
         }
     }
 }
@@ -60,9 +137,14 @@ public struct OnlinePath: Sendable, Hashable, Codable {
     }
 }
 
-/// The connectivity verdict for one destination, with its reason.
+/// The connectivity verdict for one destination, with its reason: a ladder from offline (the
+/// kernel has no usable path) through limited (a path, but no answer above it) to online.
 public enum Verdict: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The destination is reachable through this path.
     case online(OnlinePath)
+    /// The kernel routes the destination, but something above the route fails.
+    case limited(Limitation)
+    /// The kernel has no usable path to the destination.
     case offline(OfflineReason)
 
     public var isOnline: Bool {
@@ -70,11 +152,55 @@ public enum Verdict: Sendable, Hashable, Codable, CustomStringConvertible {
         return false
     }
 
+    /// The path the kernel uses, online or limited.
+    public var path: OnlinePath? {
+        switch self {
+        case .online(let path): path
+        case .limited(let limitation): limitation.path
+        case .offline: nil
+        }
+    }
+
+    /// This verdict, limited by `evidence` when the route alone would say online. Offline stays
+    /// offline: a missing route explains every failure above it.
+    public func limited(by evidence: LimitedEvidence) -> Verdict {
+        guard case .online(let path) = self, let limitation = evidence.worst(path: path) else { return self }
+        return .limited(limitation)
+    }
+
     public var description: String {
         switch self {
         case .online(let path): "online via \(path.link) (\(path.family.rawValue))"
+        case .limited(let limitation): "limited: \(limitation.reason.rawValue) (\(limitation.detail))"
         case .offline(let reason): "offline: \(reason)"
         }
+    }
+}
+
+/// What is known above the route for one destination; each field is the evidence in words, or
+/// `nil` when that rung is fine (or unknown).
+public struct LimitedEvidence: Sendable, Hashable, Codable {
+    /// The host name did not resolve: the name and the resolver's words.
+    public var dnsFailure: String?
+    /// The connectivity check was answered by something else: the portal's URL.
+    public var portal: String?
+    /// The server did not answer connections: the failure's words.
+    public var serverUnreachable: String?
+
+    public init(dnsFailure: String? = nil, portal: String? = nil, serverUnreachable: String? = nil) {
+        self.dnsFailure = dnsFailure
+        self.portal = portal
+        self.serverUnreachable = serverUnreachable
+    }
+
+    /// The failure that explains the others: a portal intercepts names and connections alike
+    /// (and signing in is what the user can do), a name that does not resolve leaves no server
+    /// to connect to.
+    func worst(path: OnlinePath?) -> Limitation? {
+        if let portal { return Limitation(.portal, detail: portal, path: path) }
+        if let dnsFailure { return Limitation(.dnsFailed, detail: dnsFailure, path: path) }
+        if let serverUnreachable { return Limitation(.serverUnreachable, detail: serverUnreachable, path: path) }
+        return nil
     }
 }
 
@@ -82,18 +208,26 @@ public enum Verdict: Sendable, Hashable, Codable, CustomStringConvertible {
 public enum ConnectivityPolicy {
     /// Evaluates whether `destination` is reachable in `snapshot`.
     ///
-    /// A destination is reachable when a link with carrier holds a usable address of the
-    /// destination's family and the most specific route covering it (in the main table) leads
-    /// out of that link without being marked linkdown. A more specific reject route
-    /// (blackhole, unreachable, prohibit) wins over a broader unicast one, as in the kernel.
+    /// For an address the kernel was asked about (``NetworkSnapshot/kernelRoutes``), the kernel's
+    /// own lookup picks the path, policy rules and every table included; the path's link must then
+    /// have carrier and a usable address of the family. A refused lookup is `blocked` when a reject
+    /// route or rule matched, and otherwise offline for the reason the model finds (no carrier, no
+    /// address, no route).
+    ///
+    /// Without a kernel lookup (the internet at large, an unresolved name, or a snapshot built by
+    /// hand) the model decides: a link with carrier holds a usable address of the destination's
+    /// family and the most specific route covering it in the main table leads out of that link
+    /// without being marked linkdown; a more specific reject route (blackhole, unreachable,
+    /// prohibit) wins over a broader unicast one, as in the kernel. The model knows nothing of
+    /// policy rules, other tables, `throw` routes or the linkdown sysctls: that is what the
+    /// kernel's lookup is for.
     ///
     /// A loopback destination (a feed served on this machine) is reachable whenever the loopback
     /// link is up: no carrier, address or route elsewhere matters to it.
     public static func evaluate(_ snapshot: NetworkSnapshot, for destination: Destination = .internet) -> Verdict {
         if case .addresses(let list) = destination, let address = list.first(where: \.isLoopback),
-           let loopback = snapshot.links.first(where: { $0.isLoopback && $0.flags.contains(.up) }) {
-            let host = IPPrefix(address: address, length: address.family == .ipv4 ? 32 : 128)
-            return .online(OnlinePath(link: loopback.name, linkIndex: loopback.index, family: address.family, route: host, gateway: nil))
+           let path = loopbackPath(snapshot, to: address) {
+            return .online(path)
         }
         let carrierLinks = Dictionary(
             snapshot.links.filter { $0.hasCarrier && !$0.isLoopback }.map { ($0.index, $0) },
@@ -103,7 +237,7 @@ public enum ConnectivityPolicy {
 
         let targets: [(AddressFamily, IPAddress?)]
         switch destination {
-        case .internet:
+        case .internet, .host:
             targets = AddressFamily.allCases.map { ($0, nil) }
         case .addresses(let list):
             targets = list.map { ($0.family, $0) }
@@ -112,14 +246,71 @@ public enum ConnectivityPolicy {
 
         var best: OfflineReason = .noCarrier
         for (family, address) in targets {
-            switch evaluate(snapshot, carrierLinks: carrierLinks, family: family, address: address) {
-            case .online(let path):
-                return .online(path)
+            let verdict: Verdict
+            if let address, let kernel = snapshot.kernelRoutes[address] {
+                verdict = evaluate(snapshot, carrierLinks: carrierLinks, address: address, kernel: kernel)
+            } else {
+                verdict = evaluate(snapshot, carrierLinks: carrierLinks, family: family, address: address)
+            }
+            switch verdict {
+            case .online, .limited:
+                return verdict
             case .offline(let reason):
                 best = max(best, reason)
             }
         }
         return .offline(best)
+    }
+
+    /// The model's verdict alone, ignoring the kernel's lookups: what tests hold against the
+    /// kernel, and what explains a refused lookup.
+    public static func evaluateModel(_ snapshot: NetworkSnapshot, for destination: Destination = .internet) -> Verdict {
+        var model = snapshot
+        model.kernelRoutes = [:]
+        return evaluate(model, for: destination)
+    }
+
+    private static func loopbackPath(_ snapshot: NetworkSnapshot, to address: IPAddress) -> OnlinePath? {
+        guard let loopback = snapshot.links.first(where: { $0.isLoopback && $0.flags.contains(.up) }) else { return nil }
+        let host = IPPrefix(address: address, length: address.family == .ipv4 ? 32 : 128)
+        return OnlinePath(link: loopback.name, linkIndex: loopback.index, family: address.family, route: host, gateway: nil)
+    }
+
+    /// Follows the kernel's choice of path for one address.
+    private static func evaluate(
+        _ snapshot: NetworkSnapshot,
+        carrierLinks: [Int32: LinkInfo],
+        address: IPAddress,
+        kernel: KernelRoute
+    ) -> Verdict {
+        let family = address.family
+        switch kernel {
+        case .route(let index, let type, _, let gateway):
+            // A local route: the address is this machine's own.
+            if type == .local || snapshot.link(index: index)?.isLoopback == true {
+                return loopbackPath(snapshot, to: address).map(Verdict.online) ?? .offline(.noCarrier)
+            }
+            guard let link = carrierLinks[index] else {
+                // The kernel still prefers a link without carrier (a linkdown route kept by
+                // ignore_routes_with_linkdown=0): traffic would fail, whatever other links exist.
+                return .offline(snapshot.link(index: index) == nil ? .noRoute : .noCarrier)
+            }
+            guard snapshot.addresses.contains(where: { $0.linkIndex == index && $0.address.family == family && $0.isUsable }) else {
+                return .offline(.noAddress)
+            }
+            let host = IPPrefix(address: address, length: family == .ipv4 ? 32 : 128)
+            return .online(OnlinePath(link: link.name, linkIndex: index, family: family, route: host, gateway: gateway))
+        case .refused(let refusal):
+            if refusal.isReject { return .offline(.blocked) }
+            // The kernel has no path; the model says how far the way there got. It cannot say
+            // online or blocked here: rules or a throw route sent the lookup past its table.
+            switch evaluate(snapshot, carrierLinks: carrierLinks, family: family, address: address) {
+            case .offline(let reason) where reason != .blocked:
+                return .offline(reason)
+            default:
+                return .offline(.noRoute)
+            }
+        }
     }
 
     private static func evaluate(
@@ -145,7 +336,7 @@ public enum ConnectivityPolicy {
             .sorted { ($0.destination.length, -Int64($0.priority)) > ($1.destination.length, -Int64($1.priority)) }
 
         for route in covering {
-            if route.type.rejects { return .offline(.noRoute) }
+            if route.type.rejects { return .offline(.blocked) }
             guard route.type == .unicast else { continue }
             for hop in route.nextHops where !hop.isLinkDown && addressedLinks.contains(hop.linkIndex) {
                 guard let link = carrierLinks[hop.linkIndex] else { continue }

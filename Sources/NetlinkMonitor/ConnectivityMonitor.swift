@@ -34,8 +34,12 @@ public enum ConnectivityMonitor {
 
     /// Verdicts for `destination` from a running ``NetlinkMonitor``.
     ///
-    /// Snapshots are evaluated on the monitor's own thread as they are published, so an offline
-    /// verdict reaches the consumer with a single hand-over rather than one per stage.
+    /// The monitor tracks the destination's addresses (``NetlinkMonitor/track(_:)``), so the
+    /// verdict follows the kernel's own route lookup, policy rules included; the first verdict
+    /// waits for that lookup. Snapshots are evaluated on the monitor's own thread as they are
+    /// published, so an offline verdict reaches the consumer with a single hand-over rather than
+    /// one per stage. A ``Destination/host(_:)`` is judged as the internet here: resolve names
+    /// first (the `Reachability` module does, and re-resolves them).
     public static func verdicts<C: Clock<Duration>>(
         from monitor: NetlinkMonitor,
         for destination: Destination = .internet,
@@ -43,13 +47,21 @@ public enum ConnectivityMonitor {
         clock: C = ContinuousClock()
     ) -> AsyncStream<Verdict> {
         let (output, continuation) = AsyncStream<Verdict>.makeStream()
+        let addresses = destination.addresses
         let publisher = VerdictPublisher(destination: destination, settle: settle, clock: clock, output: continuation)
+        let tracking = addresses.isEmpty ? nil : monitor.startTracking(addresses).token
         let token = monitor.addObserver(
-            onSnapshot: { publisher.receive($0) },
+            onSnapshot: { snapshot in
+                // Until the kernel has answered for these addresses, the model alone could say
+                // "no route" where a policy rule routes them: wait for the lookup.
+                guard addresses.allSatisfy({ snapshot.kernelRoutes[$0] != nil }) else { return }
+                publisher.receive(snapshot)
+            },
             onFinish: { publisher.finish() }
         )
         continuation.onTermination = { [weak monitor] _ in
             monitor?.removeObserver(token)
+            if let tracking { monitor?.untrack(tracking) }
             publisher.finish()
         }
         return output

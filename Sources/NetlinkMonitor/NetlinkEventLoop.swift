@@ -42,6 +42,11 @@ final class NetlinkEventLoop {
     private var linkCache: OpaquePointer?
     private var addressCache: OpaquePointer?
     private var routes = RouteTable()
+    /// The kernel's own route lookups for the addresses the monitor tracks.
+    private var lookup: KernelRouteLookup?
+    private var trackedAddresses: Set<IPAddress> = []
+    /// The tracking generation `trackedAddresses` came from.
+    private var trackedGeneration = 0
     /// The route list of the last snapshot built, in canonical order (see ``RouteTable``).
     private var sortedRoutes: [RouteInfo] = []
     private let routeBuffer = UnsafeMutableRawPointer.allocate(byteCount: NetlinkEventLoop.routeBufferSize, alignment: 8)
@@ -88,8 +93,12 @@ final class NetlinkEventLoop {
             let link = KernelObjects.link(object)
             linkStates[link.index] = LinkState(link)
         }
+        let request = monitor.wakeRequest()
+        trackedAddresses = request.addresses
+        trackedGeneration = request.generation
         published = buildSnapshot()
         monitor.publish(published)
+        monitor.lookupsCovered(trackedGeneration)
     }
 
     deinit {
@@ -120,6 +129,17 @@ final class NetlinkEventLoop {
         try check("make route socket non-blocking", nl_socket_set_nonblocking(routeSocket))
         try check("watch IPv4 routes", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV4_ROUTE.rawValue)))
         try check("watch IPv6 routes", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV6_ROUTE.rawValue)))
+        // Changes the route tables do not show but the kernel's lookups do: policy rules (WireGuard,
+        // Tailscale, VRFs), nexthop objects, and netconf (ignore_routes_with_linkdown).
+        try check("watch IPv4 rules", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV4_RULE.rawValue)))
+        try check("watch IPv6 rules", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV6_RULE.rawValue)))
+        try check("watch IPv4 netconf", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV4_NETCONF.rawValue)))
+        try check("watch IPv6 netconf", syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_IPV6_NETCONF.rawValue)))
+        // Nexthop objects need Linux 5.3; older kernels refuse the group and have none to watch.
+        if syncd_nl_socket_add_membership(routeSocket, Int32(RTNLGRP_NEXTHOP.rawValue)) < 0 {
+            logger.debug("nexthop notifications unavailable")
+        }
+        lookup = try KernelRouteLookup()
         try setReceiveBuffer(nl_socket_get_fd(routeSocket), bytes: receiveBufferSize)
 
         var manager: OpaquePointer?
@@ -159,14 +179,16 @@ final class NetlinkEventLoop {
         eventSocket = nil
         syncSocket = nil
         routeSocket = nil
+        lookup = nil
         linkCache = nil
         addressCache = nil
     }
 
     // MARK: Loop
 
-    /// Runs until a byte arrives on `wakeFD`.
+    /// Runs until the monitor asks it to stop through `wakeFD`.
     func run(wakeFD: Int32) {
+        _ = fcntl(wakeFD, F_SETFL, fcntl(wakeFD, F_GETFL) | O_NONBLOCK)
         var fds = [
             pollfd(fd: nl_cache_mngr_get_fd(manager), events: Int16(POLLIN), revents: 0),
             pollfd(fd: nl_socket_get_fd(routeSocket), events: Int16(POLLIN), revents: 0),
@@ -180,7 +202,7 @@ final class NetlinkEventLoop {
                 logger.error("netlink poll failed", metadata: ["error": "\(String(cString: strerror(errno)))"])
                 return
             }
-            if fds[2].revents != 0 { return }
+            if fds[2].revents != 0, !handleWake(wakeFD) { return }
             var routeDatagrams = 0
             if (fds[0].revents | fds[1].revents) & Int16(POLLIN) != 0 {
                 monitor.updateStatistics { $0.batches += 1 }
@@ -193,9 +215,28 @@ final class NetlinkEventLoop {
                 // poll per wake-up: ~50,000 of them in a 100,000-route storm). This runs after
                 // the snapshot was settled, so only route changes wait, by at most `stormNap`.
                 var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
-                if poll(&wake, 1, Self.stormNapMilliseconds) > 0 { return }
+                _ = poll(&wake, 1, Self.stormNapMilliseconds)
             }
         }
+    }
+
+    /// Drains the wake pipe and takes the monitor's request; returns `false` to stop.
+    private func handleWake(_ fd: Int32) -> Bool {
+        var bytes = (UInt64(0), UInt64(0))
+        while read(fd, &bytes, MemoryLayout.size(ofValue: bytes)) > 0 {}
+        let request = monitor.wakeRequest()
+        if request.stop { return false }
+        if request.addresses != trackedAddresses {
+            trackedAddresses = request.addresses
+            trackedGeneration = request.generation
+            dirty = true
+            urgent = true
+        } else {
+            // The same addresses: the published snapshot already carries their routes.
+            trackedGeneration = request.generation
+            if !dirty { monitor.lookupsCovered(request.generation) }
+        }
+        return true
     }
 
     /// Reads links and addresses until their socket is empty, then a bounded batch of routes;
@@ -292,6 +333,11 @@ final class NetlinkEventLoop {
         return overflowed
     }
 
+    private static let policyMessages: Set<Int32> = [
+        Int32(RTM_NEWRULE), Int32(RTM_DELRULE), Int32(RTM_NEWNEXTHOP), Int32(RTM_DELNEXTHOP),
+        Int32(RTM_NEWNETCONF), Int32(RTM_DELNETCONF),
+    ]
+
     /// Applies every route message of one datagram.
     private func apply(_ buffer: UnsafeMutableRawPointer, count: Int) {
         let headerSize = MemoryLayout<nlmsghdr>.size
@@ -300,7 +346,11 @@ final class NetlinkEventLoop {
             let header = (buffer + offset).assumingMemoryBound(to: nlmsghdr.self)
             let length = Int(header.pointee.nlmsg_len)
             guard length >= headerSize, offset + length <= count else { break }
-            if let message = RouteMessage(header), routes.apply(message) {
+            if let message = RouteMessage(header) {
+                if routes.apply(message) { dirty = true }
+            } else if Self.policyMessages.contains(Int32(header.pointee.nlmsg_type)) {
+                // Nothing in the snapshot's tables changed, but the kernel's answer may have.
+                monitor.updateStatistics { $0.policyChanges += 1 }
                 dirty = true
             }
             offset += (length + 3) & ~3
@@ -330,14 +380,21 @@ final class NetlinkEventLoop {
         nextBuildAllowed = end + (end - start) * (routeOnly ? 19 : 9)
         dirty = false
         urgent = false
-        guard snapshot != published else { return }
-        published = snapshot
-        monitor.publish(snapshot)
+        if snapshot != published {
+            published = snapshot
+            monitor.publish(snapshot)
+        }
+        monitor.lookupsCovered(trackedGeneration)
     }
 
     private func buildSnapshot() -> NetworkSnapshot {
         sortedRoutes = routes.takeSortedRoutes(previous: sortedRoutes)
-        return KernelObjects.snapshot(links: linkCache, addresses: addressCache, canonicalRoutes: sortedRoutes)
+        var snapshot = KernelObjects.snapshot(links: linkCache, addresses: addressCache, canonicalRoutes: sortedRoutes)
+        if let lookup, !trackedAddresses.isEmpty {
+            snapshot.kernelRoutes = lookup.lookup(trackedAddresses)
+            monitor.updateStatistics { $0.routeLookups += trackedAddresses.count }
+        }
+        return snapshot
     }
 
     /// Empties the route socket, then re-reads the route table.

@@ -60,6 +60,10 @@ public final class NetlinkMonitor: Sendable {
         public var fullResyncs: Int = 0
         /// Snapshots published (only changes are published).
         public var snapshotsPublished: Int = 0
+        /// Route lookups asked of the kernel (`RTM_GETROUTE` for one tracked address).
+        public var routeLookups: Int = 0
+        /// Rule, nexthop and netconf notifications: changes that only the kernel's lookups see.
+        public var policyChanges: Int = 0
         /// The receive buffer the kernel granted, in bytes.
         public var receiveBufferBytes: Int = 0
     }
@@ -74,6 +78,11 @@ public final class NetlinkMonitor: Sendable {
         let id: Int
     }
 
+    /// Identifies addresses tracked with ``track(_:)``, for ``untrack(_:)``.
+    public struct TrackingToken: Sendable, Hashable {
+        let id: Int
+    }
+
     private struct State: ~Copyable {
         var snapshot = NetworkSnapshot()
         var statistics = Statistics()
@@ -82,9 +91,16 @@ public final class NetlinkMonitor: Sendable {
         var nextSubscriber = 0
         var running = false
         var finished = false
-        /// Write end of the pipe that wakes the loop thread to stop.
+        var stopRequested = false
+        /// Write end of the pipe that wakes the loop thread (to stop, or to look up new addresses).
         var wakeFD: Int32 = -1
         var stopped: DispatchSemaphore?
+        /// Addresses whose kernel route every snapshot carries, by tracking token.
+        var tracked: [Int: [IPAddress]] = [:]
+        /// Counts changes of `tracked`; the loop reports which one its lookups cover.
+        var trackingGeneration = 0
+        var coveredGeneration = 0
+        var trackingWaiters: [(generation: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     public let configuration: Configuration
@@ -110,6 +126,7 @@ public final class NetlinkMonitor: Sendable {
         try state.withLock { state throws(NetlinkError) in
             guard !state.running, !state.finished else { throw NetlinkError("start", errno: EALREADY) }
             state.running = true
+            state.stopRequested = false
             state.wakeFD = writeFD
             state.stopped = stopped
         }
@@ -148,6 +165,7 @@ public final class NetlinkMonitor: Sendable {
     /// Stops following changes and finishes every snapshot stream. Safe to call more than once.
     public func stop() {
         let (fd, stopped) = state.withLock { state -> (Int32, DispatchSemaphore?) in
+            state.stopRequested = true
             defer {
                 state.wakeFD = -1
                 state.stopped = nil
@@ -156,8 +174,7 @@ public final class NetlinkMonitor: Sendable {
             return (state.wakeFD, state.stopped)
         }
         guard fd >= 0 else { return }
-        var byte: UInt8 = 1
-        _ = write(fd, &byte, 1)
+        Self.wake(fd)
         stopped?.wait()
         close(fd)
     }
@@ -216,6 +233,56 @@ public final class NetlinkMonitor: Sendable {
         _ = state.withLock { $0.observers.removeValue(forKey: token.id) }
     }
 
+    /// Asks the kernel for its route to each address now and whenever links, addresses, routes,
+    /// policy rules, nexthop objects or netconf settings change; every snapshot carries the
+    /// answers in ``NetworkSnapshot/kernelRoutes`` until ``untrack(_:)``. Lookups are coalesced
+    /// with snapshots: a route storm costs one lookup per address per snapshot, not per change.
+    ///
+    /// Returns once a snapshot with these addresses' routes has been published (at once when the
+    /// monitor is not running: the first snapshot will carry them).
+    @discardableResult
+    public func track(_ addresses: [IPAddress]) async -> TrackingToken {
+        let (token, generation, running) = startTracking(addresses)
+        guard running else { return token }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                guard state.running, state.coveredGeneration < generation else { return true }
+                state.trackingWaiters.append((generation, continuation))
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+        return token
+    }
+
+    /// ``track(_:)`` without waiting for the lookups: snapshots carry them shortly.
+    public func startTracking(_ addresses: [IPAddress]) -> (token: TrackingToken, generation: Int, running: Bool) {
+        let (id, generation, running, fd) = state.withLock { state in
+            let id = state.nextSubscriber
+            state.nextSubscriber += 1
+            state.tracked[id] = addresses
+            state.trackingGeneration += 1
+            return (id, state.trackingGeneration, state.running, state.wakeFD)
+        }
+        if fd >= 0 { Self.wake(fd) }
+        return (TrackingToken(id: id), generation, running)
+    }
+
+    /// Stops looking up the addresses of `token` (others may still track the same addresses).
+    public func untrack(_ token: TrackingToken) {
+        let fd = state.withLock { state -> Int32 in
+            guard state.tracked.removeValue(forKey: token.id) != nil else { return -1 }
+            state.trackingGeneration += 1
+            return state.wakeFD
+        }
+        if fd >= 0 { Self.wake(fd) }
+    }
+
+    private static func wake(_ fd: Int32) {
+        var byte: UInt8 = 1
+        _ = write(fd, &byte, 1)
+    }
+
     // MARK: Called from the loop thread
 
     func publish(_ snapshot: NetworkSnapshot) {
@@ -232,15 +299,37 @@ public final class NetlinkMonitor: Sendable {
         state.withLock { body(&$0.statistics) }
     }
 
+    /// What the loop was woken for: to stop, and which addresses to look up (with the tracking
+    /// generation they belong to).
+    func wakeRequest() -> (stop: Bool, addresses: Set<IPAddress>, generation: Int) {
+        state.withLock { state in
+            (state.stopRequested, Set(state.tracked.values.joined()), state.trackingGeneration)
+        }
+    }
+
+    /// The loop published (or found unchanged) a snapshot whose lookups cover `generation`.
+    func lookupsCovered(_ generation: Int) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.coveredGeneration = max(state.coveredGeneration, generation)
+            let covered = state.coveredGeneration
+            let ready = state.trackingWaiters.filter { $0.generation <= covered }.map(\.continuation)
+            state.trackingWaiters.removeAll { $0.generation <= covered }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
     private func finishSubscribers() {
-        let (subscribers, observers) = state.withLock { state in
+        let (subscribers, observers, waiters) = state.withLock { state in
             state.finished = true
             defer {
                 state.subscribers = [:]
                 state.observers = [:]
+                state.trackingWaiters = []
             }
-            return (Array(state.subscribers.values), Array(state.observers.values))
+            return (Array(state.subscribers.values), Array(state.observers.values), state.trackingWaiters.map(\.continuation))
         }
+        for waiter in waiters { waiter.resume() }
         for continuation in subscribers { continuation.finish() }
         for observer in observers { observer.onFinish() }
     }

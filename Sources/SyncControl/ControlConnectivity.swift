@@ -1,11 +1,21 @@
 import ConnectivityPolicy
 import Foundation
 
-/// Why feeds are unreachable, as carried on the wire (Varlink enum values cannot hold dashes).
+/// Why feeds cannot reach their hosts, as carried on the wire (Varlink enum values cannot hold
+/// dashes): the offline reasons (no usable path) and the limited ones (a path, but no answer
+/// above it).
 public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStringConvertible {
     case noCarrier = "no_carrier"
     case noAddress = "no_address"
     case noRoute = "no_route"
+    /// A reject route or policy rule refuses the host.
+    case blocked
+    /// Limited: the host name does not resolve.
+    case dnsFailed = "dns_failed"
+    /// Limited: a captive portal answers in place of the internet.
+    case portal
+    /// Limited: the route exists but the server does not answer.
+    case serverUnreachable = "server_unreachable"
     /// syncd has not seen the network tables yet.
     case unknown
 
@@ -14,19 +24,35 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
         case .noCarrier: self = .noCarrier
         case .noAddress: self = .noAddress
         case .noRoute: self = .noRoute
+        case .blocked: self = .blocked
         }
     }
 
-    /// Maps a feed machine's offline code (`no-carrier`, `no-route`, …); an unknown code is `.unknown`.
+    public init(_ reason: LimitedReason) {
+        switch reason {
+        case .dnsFailed: self = .dnsFailed
+        case .portal: self = .portal
+        case .serverUnreachable: self = .serverUnreachable
+        }
+    }
+
+    /// Maps a feed machine's code (`no-carrier`, `portal`, …); an unknown code is `.unknown`.
     public init(code: String) {
         self = ControlOfflineReason(rawValue: code.replacingOccurrences(of: "-", with: "_")) ?? .unknown
     }
+
+    /// A reason of the limited rung.
+    public var isLimited: Bool { self == .dnsFailed || self == .portal || self == .serverUnreachable }
 
     public var description: String {
         switch self {
         case .noCarrier: "no carrier"
         case .noAddress: "no address"
         case .noRoute: "no route to host"
+        case .blocked: "blocked by a reject route or rule"
+        case .dnsFailed: "name resolution failed"
+        case .portal: "captive portal"
+        case .serverUnreachable: "server unreachable"
         case .unknown: "not yet known"
         }
     }
@@ -34,23 +60,37 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
     /// How far from reachable: no carrier is the furthest, so it is named first.
     var severity: Int {
         switch self {
-        case .noCarrier: 3
-        case .noAddress: 2
-        case .noRoute: 1
+        case .noCarrier: 7
+        case .noAddress: 6
+        case .noRoute: 5
+        case .blocked: 4
+        case .dnsFailed: 3
+        case .portal: 2
+        case .serverUnreachable: 1
         case .unknown: 0
         }
     }
 }
 
-/// Connectivity as syncd sees it: online through a link, or offline with a reason.
+/// Connectivity as syncd sees it, a ladder: online through a link; limited (routed through a
+/// link, but the name does not resolve, a portal intercepts, or the server does not answer) with
+/// the evidence; or offline with a reason.
 public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
     case online(link: String, family: AddressFamily, since: Date?)
+    /// `detail` is the evidence: the name and the resolver's words, the portal's URL, or the
+    /// server and its failure.
+    case limited(reason: ControlOfflineReason, detail: String, link: String?, family: AddressFamily?, since: Date?)
     case offline(reason: ControlOfflineReason, since: Date?)
 
-    /// Maps a policy verdict; `since` is when the verdict last changed between online and offline.
+    /// Maps a policy verdict; `since` is when the verdict last changed between online and not.
     public init(_ verdict: Verdict, since: Date?) {
         switch verdict {
         case .online(let path): self = .online(link: path.link, family: path.family, since: since)
+        case .limited(let limitation):
+            self = .limited(
+                reason: ControlOfflineReason(limitation.reason), detail: limitation.detail,
+                link: limitation.path?.link, family: limitation.path?.family, since: since
+            )
         case .offline(let reason): self = .offline(reason: ControlOfflineReason(reason), since: since)
         }
     }
@@ -60,23 +100,33 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
         return false
     }
 
-    public var since: Date? {
+    /// Why the host cannot be used, limited or offline; `nil` online.
+    public var reason: ControlOfflineReason? {
         switch self {
-        case .online(_, _, let since), .offline(_, let since): since
+        case .online: nil
+        case .limited(let reason, _, _, _, _), .offline(let reason, _): reason
         }
     }
-    /// `online via eth0 (ipv4)`, `offline (no route to host)`.
+
+    public var since: Date? {
+        switch self {
+        case .online(_, _, let since), .offline(_, let since), .limited(_, _, _, _, let since): since
+        }
+    }
+
+    /// `online via eth0 (ipv4)`, `limited (captive portal: http://…) via eth0`, `offline (no route to host)`.
     public var description: String {
         switch self {
         case .online(let link, let family, _): "online via \(link) (\(family.rawValue))"
+        case .limited(let reason, let detail, let link, _, _): "limited (\(reason): \(detail))" + (link.map { " via \($0)" } ?? "")
         case .offline(let reason, _): "offline (\(reason))"
         }
     }
 }
 
 extension ControlConnectivity: Codable {
-    private enum CodingKeys: String, CodingKey { case state, link, family, reason, since }
-    private enum State: String, Codable { case online, offline }
+    private enum CodingKeys: String, CodingKey { case state, link, family, reason, detail, since }
+    private enum State: String, Codable { case online, limited, offline }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -86,6 +136,14 @@ extension ControlConnectivity: Codable {
             self = .online(
                 link: try container.decode(String.self, forKey: .link),
                 family: try container.decodeIfPresent(AddressFamily.self, forKey: .family) ?? .ipv4,
+                since: since
+            )
+        case .limited:
+            self = .limited(
+                reason: try container.decodeIfPresent(ControlOfflineReason.self, forKey: .reason) ?? .unknown,
+                detail: try container.decodeIfPresent(String.self, forKey: .detail) ?? "",
+                link: try container.decodeIfPresent(String.self, forKey: .link),
+                family: try container.decodeIfPresent(AddressFamily.self, forKey: .family),
                 since: since
             )
         case .offline:
@@ -101,6 +159,13 @@ extension ControlConnectivity: Codable {
             try container.encode(link, forKey: .link)
             try container.encode(family, forKey: .family)
             try container.encodeIfPresent(since, forKey: .since)
+        case .limited(let reason, let detail, let link, let family, let since):
+            try container.encode(State.limited, forKey: .state)
+            try container.encode(reason, forKey: .reason)
+            try container.encode(detail, forKey: .detail)
+            try container.encodeIfPresent(link, forKey: .link)
+            try container.encodeIfPresent(family, forKey: .family)
+            try container.encodeIfPresent(since, forKey: .since)
         case .offline(let reason, let since):
             try container.encode(State.offline, forKey: .state)
             try container.encode(reason, forKey: .reason)
@@ -115,17 +180,32 @@ public struct ControlOfflineBanner: Sendable, Hashable, Codable {
     public var reason: ControlOfflineReason
     /// When the first of them lost its host.
     public var since: Date
-    /// A sentence for the user.
+    /// A sentence for the user: what is wrong and, for a limited network, what to do.
     public var message: String
     /// The feeds it applies to, when not every feed (`nil` on a single feed's own banner).
     public var feeds: [String]?
+    /// The evidence of a limited reason: the portal's URL, the name that did not resolve, the
+    /// server and its failure.
+    public var detail: String?
 
-    public init(reason: ControlOfflineReason, since: Date, message: String? = nil, feeds: [String]? = nil) {
+    public init(reason: ControlOfflineReason, since: Date, message: String? = nil, feeds: [String]? = nil, detail: String? = nil) {
         self.reason = reason
         self.since = since
         self.feeds = feeds
+        self.detail = detail
+        let scope = feeds.flatMap { $0.isEmpty ? nil : " for " + $0.joined(separator: ", ") } ?? ""
         if let message {
             self.message = message
+        } else if reason.isLimited, let detail {
+            // A limited network has something the user can do, or at least someone to ask.
+            switch reason {
+            case .portal:
+                self.message = "Sign in to the network at \(detail)\(scope): syncing is paused until the network lets it through."
+            case .dnsFailed:
+                self.message = "Can't resolve \(detail)\(scope): syncing is paused and resumes when the name resolves."
+            default:
+                self.message = "Can't reach \(detail)\(scope): syncing is paused and resumes when the server answers."
+            }
         } else if let feeds, !feeds.isEmpty {
             let names = feeds.joined(separator: ", ")
             self.message = "Offline (\(reason)) for \(names): \(feeds.count == 1 ? "its" : "their") syncing is paused "
@@ -138,13 +218,17 @@ public struct ControlOfflineBanner: Sendable, Hashable, Codable {
     /// The daemon-wide banner for `feeds`: present while any feed cannot reach its host, naming
     /// those feeds unless it is all of them.
     public init?(feeds: [ControlFeed]) {
-        let offline = feeds.compactMap { feed -> (name: String, reason: ControlOfflineReason, since: Date?)? in
-            guard case .offline(let reason, let since)? = feed.connectivity else { return nil }
-            return (feed.name, reason, since)
+        let affected = feeds.compactMap { feed -> (name: String, connectivity: ControlConnectivity)? in
+            guard let connectivity = feed.connectivity, !connectivity.isOnline else { return nil }
+            return (feed.name, connectivity)
         }
-        guard let worst = offline.map(\.reason).max(by: { $0.severity < $1.severity }) else { return nil }
-        let since = offline.compactMap(\.since).min() ?? Date()
-        self.init(reason: worst, since: since, feeds: offline.count == feeds.count ? nil : offline.map(\.name))
+        guard let worst = affected.max(by: { ($0.connectivity.reason?.severity ?? 0) < ($1.connectivity.reason?.severity ?? 0) }),
+              let reason = worst.connectivity.reason
+        else { return nil }
+        var detail: String?
+        if case .limited(_, let evidence, _, _, _) = worst.connectivity { detail = evidence }
+        let since = affected.compactMap(\.connectivity.since).min() ?? Date()
+        self.init(reason: reason, since: since, feeds: affected.count == feeds.count ? nil : affected.map(\.name), detail: detail)
     }
 }
 
@@ -159,7 +243,9 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
         case online
         /// Some feeds do, some do not.
         case partial
-        /// No feed reaches its host.
+        /// No feed reaches its host, and some are limited (routed, but no answer above the route).
+        case limited
+        /// No feed reaches its host, and none is routed.
         case offline
         /// No verdict yet, or no feeds.
         case unknown
@@ -168,8 +254,10 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
     public var state: State
     /// Feeds in all.
     public var feeds: Int
-    /// Feeds that cannot reach their host.
+    /// Feeds that cannot reach their host (offline or limited).
     public var offline: Int
+    /// Of those, the feeds whose host is routed but does not answer above the route.
+    public var limited: Int
     /// Why, for those: each reason once, the furthest from reachable first.
     public var reasons: [ControlOfflineReason]
     /// The one link every reachable feed leaves through, when there is one.
@@ -177,10 +265,11 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
     /// Online: since the last feed came online. Otherwise: since the first feed went offline.
     public var since: Date?
 
-    public init(state: State, feeds: Int, offline: Int = 0, reasons: [ControlOfflineReason] = [], link: String? = nil, since: Date? = nil) {
+    public init(state: State, feeds: Int, offline: Int = 0, limited: Int = 0, reasons: [ControlOfflineReason] = [], link: String? = nil, since: Date? = nil) {
         self.state = state
         self.feeds = feeds
         self.offline = offline
+        self.limited = limited
         self.reasons = reasons
         self.link = link
         self.since = since
@@ -193,17 +282,18 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
         for feed in feeds {
             switch feed.connectivity {
             case .online(let link, _, let since)?: online.append((link, since))
-            case .offline(let reason, let since)?: offline.append((reason, since))
+            case .offline(let reason, let since)?, .limited(let reason, _, _, _, let since)?: offline.append((reason, since))
             case nil: break
             }
         }
+        let limited = offline.filter(\.reason.isLimited).count
         let state: State
         if feeds.isEmpty || online.count + offline.count < feeds.count && offline.isEmpty {
             state = .unknown
         } else if offline.isEmpty {
             state = .online
         } else if online.isEmpty && offline.count == feeds.count {
-            state = .offline
+            state = limited > 0 ? .limited : .offline
         } else {
             state = .partial
         }
@@ -216,6 +306,7 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
             state: state,
             feeds: feeds.count,
             offline: offline.count,
+            limited: limited,
             reasons: reasons,
             link: links.count == 1 ? links.first : nil,
             since: offline.isEmpty ? online.compactMap(\.since).max() : offline.compactMap(\.since).min()
@@ -225,16 +316,22 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
     /// Every feed reaches its host.
     public var isOnline: Bool { state == .online }
 
-    /// `online via eth0`, `1 of 2 feeds offline (no route to host)`, `offline (no carrier)`.
+    /// How the feeds that cannot reach their host are described: offline, limited, or both.
+    var unreachableWord: String {
+        limited == 0 ? "offline" : limited == offline ? "limited" : "unreachable"
+    }
+
+    /// `online via eth0`, `1 of 2 feeds offline (no route to host)`, `offline (no carrier)`,
+    /// `limited (captive portal)`.
     public var description: String {
         let why = reasons.map(\.description).joined(separator: ", ")
         switch state {
         case .online:
             return "online" + (link.map { " via \($0)" } ?? "")
-        case .offline:
-            return "offline (\(why))"
+        case .offline, .limited:
+            return "\(state.rawValue) (\(why))"
         case .partial:
-            return "\(offline) of \(feeds) feed\(feeds == 1 ? "" : "s") offline (\(why))"
+            return "\(offline) of \(feeds) feed\(feeds == 1 ? "" : "s") \(unreachableWord) (\(why))"
         case .unknown:
             return feeds == 0 ? "no feeds" : "not yet known"
         }

@@ -18,8 +18,10 @@ public enum SyncdInterface {
     # org.varlink.service.PermissionDenied. Times are RFC 3339 strings in UTC.
     interface io.syncd
 
-    # Why a feed's host is unreachable.
-    type OfflineReason (no_carrier, no_address, no_route, unknown)
+    # Why a feed's host is unreachable. Offline (no usable path): no_carrier,
+    # no_address, no_route, blocked (a reject route or policy rule). Limited (a
+    # path, but no answer above it): dns_failed, portal, server_unreachable.
+    type OfflineReason (no_carrier, no_address, no_route, blocked, dns_failed, portal, server_unreachable, unknown)
 
     # Shown while feeds cannot reach their hosts.
     type OfflineBanner (
@@ -30,26 +32,35 @@ public enum SyncdInterface {
       # A sentence for the user.
       message: string,
       # The feeds it applies to, when not every feed.
-      feeds: ?[]string
+      feeds: ?[]string,
+      # Limited: the evidence (the portal's URL, the name that did not resolve,
+      # the server and its failure).
+      detail: ?string
     )
 
-    # One host's reachability. Online: the link and family of the route that
-    # reaches it. Offline: the reason. Either way, since when.
+    # One host's reachability, a ladder. Online: the link and family of the
+    # route that reaches it. Limited: routed (link and family), but the name does
+    # not resolve, a portal intercepts or the server does not answer: the reason
+    # and the evidence in detail. Offline: the reason. Each since when.
     type Connectivity (
-      state: (online, offline),
+      state: (online, limited, offline),
       link: ?string,
       family: ?(ipv4, ipv6),
       reason: ?OfflineReason,
+      detail: ?string,
       since: ?string
     )
 
     # The feed hosts' reachability summed over the feeds: online when every feed
-    # reaches its host, offline when none does, partial when some do.
+    # reaches its host, partial when some do, limited when none does and some are
+    # limited, offline when none is even routed.
     type Summary (
-      state: (online, partial, offline, unknown),
-      # Feeds in all, and how many cannot reach their host.
+      state: (online, partial, limited, offline, unknown),
+      # Feeds in all, how many cannot reach their host, and how many of those
+      # are limited.
       feeds: int,
       offline: int,
+      limited: int,
       # Why, for those: each reason once, the furthest from reachable first.
       reasons: []OfflineReason,
       # The one link every reachable feed leaves through, when there is one.

@@ -9,6 +9,11 @@ extension FeedEvent {
             self = .online(link: path.link, family: path.family.rawValue)
         case .offline(let reason):
             self = .offline(code: reason.rawValue, reason: reason.description)
+        case .limited(let limitation):
+            self = .limited(
+                code: limitation.reason.rawValue, reason: limitation.reason.description, detail: limitation.detail,
+                link: limitation.path?.link, family: limitation.path?.family.rawValue
+            )
         }
     }
 }

@@ -48,6 +48,11 @@ public enum FeedEvent: Sendable, Hashable {
     case online(link: String? = nil, family: String? = nil)
     /// Connectivity to the feed's host is lost.
     case offline(code: String, reason: String)
+    /// The kernel routes the feed's host (through `link` over `family` when known), but something
+    /// above the route fails: `code` (`dns-failed`, `portal`, `server-unreachable`), `reason` in
+    /// words, and the evidence in `detail` (the name, the portal's URL, the server's failure).
+    /// Pauses the feed like ``offline(code:reason:)``: no request is sent, no retry is spent.
+    case limited(code: String, reason: String, detail: String, link: String? = nil, family: String? = nil)
 }
 
 /// What the machine asks its driver (the coordinator) to do.

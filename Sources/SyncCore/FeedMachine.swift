@@ -193,8 +193,16 @@ public struct FeedMachine: Sendable {
             connectivity = FeedConnectivity(.online(link: link, family: family), since: since)
             goOnline(random: &random)
         case .offline(let code, let reason):
-            goOffline(code: code, reason: reason)
+            goOffline(OfflineBanner(since: now, code: code, reason: reason))
             connectivity = FeedConnectivity(.offline(code: code, reason: reason), since: offline?.since ?? now)
+        case .limited(let code, let reason, let detail, let link, let family):
+            // Limited pauses like offline: requests to a host that cannot answer only spend
+            // retries, and the evidence (a resolver, a portal, a probe) says when to resume.
+            goOffline(OfflineBanner(since: now, code: code, reason: reason, isLimited: true, detail: detail))
+            connectivity = FeedConnectivity(
+                .limited(code: code, reason: reason, detail: detail, link: link, family: family),
+                since: offline?.since ?? now
+            )
         }
         return effects
     }
@@ -371,12 +379,13 @@ public struct FeedMachine: Sendable {
 
     // MARK: Connectivity
 
-    private mutating func goOffline(code: String, reason: String) {
-        if let banner = offline {
-            offline = OfflineBanner(since: banner.since, code: code, reason: reason)
+    private mutating func goOffline(_ banner: OfflineBanner) {
+        if let current = offline {
+            offline = banner
+            offline?.since = current.since
             return
         }
-        offline = OfflineBanner(since: now, code: code, reason: reason)
+        offline = banner
         for direction in Direction.allCases {
             guard var lane = lanes[direction] else { continue }
             if let running = lane.running {

@@ -4,15 +4,23 @@ import Foundation
 public struct OfflineBanner: Sendable, Hashable {
     /// When connectivity was lost.
     public var since: Date
-    /// A machine-readable reason, e.g. `no-carrier`, `no-address`, `no-route`.
+    /// A machine-readable reason, e.g. `no-carrier`, `no-address`, `no-route`, or for a limited
+    /// feed `dns-failed`, `portal`, `server-unreachable`.
     public var code: String
     /// A human-readable reason, e.g. "no carrier".
     public var reason: String
+    /// The host is routed but something above the route fails (``detail`` says what).
+    public var isLimited: Bool
+    /// The evidence of a limited feed: the name that did not resolve, the portal's URL, the
+    /// server's failure.
+    public var detail: String?
 
-    public init(since: Date, code: String, reason: String) {
+    public init(since: Date, code: String, reason: String, isLimited: Bool = false, detail: String? = nil) {
         self.since = since
         self.code = code
         self.reason = reason
+        self.isLimited = isLimited
+        self.detail = detail
     }
 }
 
@@ -28,6 +36,9 @@ public struct FeedConnectivity: Sendable, Hashable {
         /// Not reachable: a machine-readable `code` (`no-carrier`, `no-route`, …) and a `reason`
         /// in words ("no carrier").
         case offline(code: String, reason: String)
+        /// Routed (through `link` over `family` when known) but not usable: `code`
+        /// (`dns-failed`, `portal`, `server-unreachable`), `reason` in words, and the evidence.
+        case limited(code: String, reason: String, detail: String, link: String?, family: String?)
     }
 
     public var status: Status

@@ -20,6 +20,10 @@ enum StatusMapping {
 
     static func banner(_ banner: OfflineBanner?) -> ControlOfflineBanner? {
         guard let banner else { return nil }
+        if banner.isLimited {
+            // The message says what the user can do: sign in, check the name, ask the server.
+            return ControlOfflineBanner(reason: ControlOfflineReason(code: banner.code), since: banner.since, detail: banner.detail)
+        }
         return ControlOfflineBanner(reason: ControlOfflineReason(code: banner.code), since: banner.since, message: banner.reason)
     }
 
@@ -70,6 +74,11 @@ enum StatusMapping {
             return .online(link: link ?? "?", family: family.flatMap(AddressFamily.init(rawValue:)) ?? .ipv4, since: connectivity.since)
         case .offline(let code, _):
             return .offline(reason: ControlOfflineReason(code: code), since: connectivity.since)
+        case .limited(let code, _, let detail, let link, let family):
+            return .limited(
+                reason: ControlOfflineReason(code: code), detail: detail, link: link,
+                family: family.flatMap(AddressFamily.init(rawValue:)), since: connectivity.since
+            )
         }
     }
 

@@ -12,7 +12,7 @@ public enum StatusTable {
         let summary = status.connectivity
         let color: ANSI = switch summary.state {
         case .online: .green
-        case .partial: .yellow
+        case .partial, .limited: .yellow
         case .offline: .red
         case .unknown: .grey
         }
@@ -38,7 +38,11 @@ public enum StatusTable {
         var lines = ["\(style.paint("●", condition.dotColor)) \(style.paint(feed.name, .bold))"]
         if let source = feed.source { lines.append(row("Source", source)) }
         var state = style.paint(condition.rawValue, condition.dotColor)
-        if case .offline(let reason, _)? = feed.connectivity { state += " (offline: \(reason))" }
+        switch feed.connectivity {
+        case .offline(let reason, _)?: state += " (offline: \(reason))"
+        case .limited(let reason, _, _, _, _)?: state += " (limited: \(reason))"
+        default: break
+        }
         lines.append(row("State", state))
         if let connectivity = feed.connectivity {
             var text = connectivity.description
@@ -66,9 +70,9 @@ public enum StatusTable {
         case .online:
             return style.paint("online", color) + (summary.link.map { " via \($0)" } ?? "") + " (\(summary.feeds) of \(feeds) reachable)"
         case .partial:
-            return style.paint("partial", color) + ": \(summary.offline) of \(feeds) offline (\(reasons))"
-        case .offline:
-            return style.paint("offline", color) + ": \(summary.offline) of \(feeds) (\(reasons))"
+            return style.paint("partial", color) + ": \(summary.offline) of \(feeds) \(summary.unreachableWord) (\(reasons))"
+        case .offline, .limited:
+            return style.paint(summary.state.rawValue, color) + ": \(summary.offline) of \(feeds) (\(reasons))"
         case .unknown:
             return style.paint(summary.description, color)
         }

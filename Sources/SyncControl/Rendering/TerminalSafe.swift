@@ -19,6 +19,8 @@ extension ControlConnectivity {
     var terminalSafe: ControlConnectivity {
         switch self {
         case .online(let link, let family, let since): .online(link: link.terminalSafe, family: family, since: since)
+        case .limited(let reason, let detail, let link, let family, let since):
+            .limited(reason: reason, detail: detail.terminalSafe, link: link?.terminalSafe, family: family, since: since)
         case .offline: self
         }
     }
@@ -28,6 +30,7 @@ extension ControlOfflineBanner {
     var terminalSafe: ControlOfflineBanner {
         var copy = self
         copy.message = message.terminalSafe
+        copy.detail = detail?.terminalSafe
         copy.feeds = feeds?.map(\.terminalSafe)
         return copy
     }
