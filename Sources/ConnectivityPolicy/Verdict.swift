@@ -285,7 +285,7 @@ public enum ConnectivityPolicy {
     ) -> Verdict {
         let family = address.family
         switch kernel {
-        case .route(let index, let type, _, let gateway):
+        case .route(let index, let type, let table, let gateway):
             // A local route: the address is this machine's own.
             if type == .local || snapshot.link(index: index)?.isLoopback == true {
                 return loopbackPath(snapshot, to: address).map(Verdict.online) ?? .offline(.noCarrier)
@@ -298,8 +298,16 @@ public enum ConnectivityPolicy {
             guard snapshot.addresses.contains(where: { $0.linkIndex == index && $0.address.family == family && $0.isUsable }) else {
                 return .offline(.noAddress)
             }
-            let host = IPPrefix(address: address, length: family == .ipv4 ? 32 : 128)
-            return .online(OnlinePath(link: link.name, linkIndex: index, family: family, route: host, gateway: gateway))
+            // The kernel names the table, not the prefix it matched: the most specific route of
+            // that table covering the address through this link is the one it used.
+            let matched = snapshot.routes
+                .filter { route in
+                    route.table == table && route.destination.contains(address)
+                        && route.nextHops.contains { $0.linkIndex == index }
+                }
+                .max { $0.destination.length < $1.destination.length }
+            let route = matched?.destination ?? IPPrefix(address: address, length: family == .ipv4 ? 32 : 128)
+            return .online(OnlinePath(link: link.name, linkIndex: index, family: family, route: route, gateway: gateway))
         case .refused(let refusal):
             if refusal.isReject { return .offline(.blocked) }
             // The kernel has no path; the model says how far the way there got. It cannot say

@@ -6,13 +6,16 @@ extension NetlinkMonitor {
     /// Reads the kernel's tables once with fresh sockets, bypassing any cache.
     ///
     /// Used to check a running monitor against the kernel, and by tools that want one look.
-    public static func dumpSnapshot(networkNamespacePath: String? = nil) async throws -> NetworkSnapshot {
+    /// The kernel's route to each of `addresses` is looked up too (``NetworkSnapshot/kernelRoutes``).
+    public static func dumpSnapshot(networkNamespacePath: String? = nil, lookingUp addresses: [IPAddress] = []) async throws -> NetworkSnapshot {
         try await withCheckedThrowingContinuation { (result: CheckedContinuation<NetworkSnapshot, any Error>) in
             // A thread of its own: entering a namespace changes the calling thread for good.
             let thread = Thread {
                 do throws(NetlinkError) {
                     if let networkNamespacePath { try NetlinkEventLoop.enterNamespace(networkNamespacePath) }
-                    result.resume(returning: try dumpOnThisThread())
+                    var snapshot = try dumpOnThisThread()
+                    if !addresses.isEmpty { snapshot.kernelRoutes = try KernelRouteLookup().lookup(addresses) }
+                    result.resume(returning: snapshot)
                 } catch {
                     result.resume(throwing: error)
                 }

@@ -352,6 +352,12 @@ final class NetlinkEventLoop {
                 // Nothing in the snapshot's tables changed, but the kernel's answer may have.
                 monitor.updateStatistics { $0.policyChanges += 1 }
                 dirty = true
+                let type = Int32(header.pointee.nlmsg_type)
+                if type == Int32(RTM_NEWNEXTHOP) || type == Int32(RTM_DELNEXTHOP) {
+                    // Deleting a nexthop object removes the routes that use it, and replacing it
+                    // moves them, without a route notification: re-read the table first.
+                    routeResync = .beforePublish
+                }
             }
             offset += (length + 3) & ~3
         }

@@ -57,7 +57,7 @@ final class MonitorHarness: Sendable {
         // The last look always comes after the deadline, so a test process that was busy
         // elsewhere for a while is judged on a fresh dump, not on one taken before the wait.
         while true {
-            dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path)
+            dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path, lookingUp: destination.addresses)
             if let latest, predicate(latest), monitor.snapshot == dump,
                predicate(ConnectivityPolicy.evaluate(dump, for: destination)) {
                 return

@@ -84,7 +84,7 @@ struct NamespaceMonitorTests {
         #expect(ConnectivityPolicy.evaluate(h.monitor.snapshot, for: .internet) == .offline(.noRoute))
         // A more specific reject route wins over the broader one, as in the kernel.
         try await h.client("route", "add", "blackhole", "198.51.100.7/32")
-        try await h.expectSettled("blackholed host") { $0.isOffline(.noRoute) }
+        try await h.expectSettled("blackholed host") { $0.isOffline(.blocked) }
     }
 
     @Test func ipv6DefaultRouteWithTentativeAddress() async throws {
