@@ -163,9 +163,11 @@ struct RouteTable {
     private static func add(_ message: RouteMessage, to routes: inout [RouteInfo]) {
         let new = message.route
         if message.replaces {
-            // The kernel replaces the first alias; IPv6 the first that is ECMP-capable like the new one.
+            // The kernel replaces the first alias; IPv6 the first that is ECMP-capable like the new
+            // one, or else the first of the same metric (`fallback_ins` in fib6_add_rt2: a unicast
+            // route replacing a prohibit route, found by the randomized tests' policy tables).
             let index = new.destination.family == .ipv6
-                ? routes.firstIndex { isECMPCapable($0) == isECMPCapable(new) }
+                ? routes.firstIndex { isECMPCapable($0) == isECMPCapable(new) } ?? routes.indices.first
                 : routes.indices.first
             if let index { routes[index] = new } else { routes.append(new) }
             return

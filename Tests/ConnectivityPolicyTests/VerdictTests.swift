@@ -158,7 +158,7 @@ extension Verdict {
     func moreSpecificRejectRouteWins(type: RouteType) {
         var net = Net()
         net.routes.append(RouteInfo(destination: IPPrefix("203.0.113.0/24")!, type: type, nextHops: []))
-        #expect(net.verdict(.addresses([IPAddress("203.0.113.1")!])) == .offline(.noRoute))
+        #expect(net.verdict(.addresses([IPAddress("203.0.113.1")!])) == .offline(.blocked))
         #expect(net.verdict(.addresses([IPAddress("198.51.100.1")!])).link == "eth0")
     }
 

@@ -33,6 +33,20 @@ struct RouteAliasTests {
         try await h.expectSettled("last alias deleted") { _ in true }
     }
 
+    /// Found by the randomized tests once they wrote policy tables: a unicast route replacing an
+    /// IPv6 prohibit route of the same metric replaces it in the kernel (no ECMP-capable twin to
+    /// replace, so the first of that metric goes), where the monitor had kept both.
+    @Test func ipv6UnicastReplacesARejectRoute() async throws {
+        try Privileges.requireRoot()
+        let h = try await MonitorHarness()
+        try await h.client("address", "add", "fd00:77::1/64", "dev", link, "nodad")
+        try await h.client("-6", "route", "replace", "prohibit", "2001:db8:100::/48", "table", "100")
+        try await h.expectSettled("prohibit route") { _ in true }
+        try await h.client("-6", "route", "replace", "2001:db8:100::/48", "via", "fd00:77::2", "table", "100")
+        try await h.expectSettled("replaced by a unicast route") { _ in true }
+        #expect(h.monitor.snapshot.routes.filter { $0.destination == IPPrefix("2001:db8:100::/48")! }.count == 1)
+    }
+
     @Test func ipv6MultipathSiblingsAndTwins() async throws {
         try Privileges.requireRoot()
         let h = try await MonitorHarness()

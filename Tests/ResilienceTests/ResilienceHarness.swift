@@ -108,18 +108,19 @@ final class ResilienceHarness: Sendable {
         try await flush()
     }
 
-    /// A fresh dump of the client namespace's tables.
-    func kernel() async throws -> NetworkSnapshot {
-        try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: client.path)
+    /// A fresh dump of the client namespace's tables, with the kernel's routes to `addresses`
+    /// (the ones the monitor tracks, so the two compare equal).
+    func kernel(lookingUp addresses: [IPAddress] = []) async throws -> NetworkSnapshot {
+        try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: client.path, lookingUp: addresses)
     }
 
     /// Waits (bounded) until the monitor's snapshot equals a fresh dump and `agrees` holds for
     /// that dump. Returns `nil` on success, or the last dump seen on timeout.
-    func waitForAgreement(timeout: Duration = .seconds(15), _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
+    func waitForAgreement(timeout: Duration = .seconds(15), lookingUp addresses: [IPAddress] = [], _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
         let deadline = ContinuousClock.now + timeout
         // As in the monitor tests: the last comparison is made after the deadline, on a fresh dump.
         while true {
-            let dump = try await kernel()
+            let dump = try await kernel(lookingUp: addresses)
             if monitor.snapshot == dump && agrees(dump) { return nil }
             if ContinuousClock.now >= deadline { return dump }
             try await Task.sleep(for: .milliseconds(5))
