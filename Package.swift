@@ -8,6 +8,9 @@ let package = Package(
         .library(name: "ConnectivityPolicy", targets: ["ConnectivityPolicy"]),
         .library(name: "NetlinkMonitor", targets: ["NetlinkMonitor"]),
         .library(name: "NetlinkProbe", targets: ["NetlinkProbe"]),
+        .library(name: "NameResolution", targets: ["NameResolution"]),
+        .library(name: "ConnectivityCheck", targets: ["ConnectivityCheck"]),
+        .library(name: "Reachability", targets: ["Reachability"]),
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "SyncStore", targets: ["SyncStore"]),
         .library(name: "SyncCoordinator", targets: ["SyncCoordinator"]),
@@ -59,6 +62,37 @@ let package = Package(
             dependencies: [
                 "CNetlink",
                 "ConnectivityPolicy",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// Host names to addresses with getaddrinfo(3) on a thread of its own, re-resolved when the
+        /// resolver's files change, on request and periodically.
+        .target(
+            name: "NameResolution",
+            dependencies: [
+                "ConnectivityPolicy",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// Checks above the route: an HTTP connectivity check (captive portals, as NetworkManager's)
+        /// and a TCP connect probe (does the server answer).
+        .target(
+            name: "ConnectivityCheck",
+            dependencies: [
+                "ConnectivityPolicy",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// A host's place on the connectivity ladder: the kernel's route, the name, the evidence
+        /// above the route.
+        .target(
+            name: "Reachability",
+            dependencies: [
+                "ConnectivityPolicy", "NetlinkMonitor", "NameResolution",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -138,6 +172,7 @@ let package = Package(
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
                 "HTTPFeedSource", "SyncControl", "Varlink", "DemoFeedServer",
+                "NameResolution", "ConnectivityCheck", "Reachability",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -182,6 +217,20 @@ let package = Package(
         // MARK: Tests
 
         .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
+        .testTarget(name: "NameResolutionTests", dependencies: ["NameResolution", "ConnectivityPolicy", "TestSupport"]),
+        .testTarget(
+            name: "ConnectivityCheckTests",
+            dependencies: [
+                "ConnectivityCheck", "ConnectivityPolicy", "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "ReachabilityTests",
+            dependencies: ["Reachability", "NetlinkMonitor", "NameResolution", "ConnectivityPolicy", "TestSupport"]
+        ),
         .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]),
         .testTarget(
             name: "NetlinkMonitorTests",

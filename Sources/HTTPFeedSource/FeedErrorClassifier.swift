@@ -12,6 +12,31 @@ import SyncCore
 enum FeedErrorClassifier {
     static func classify(_ error: any Error, request: String) -> FeedError {
         if let feedError = error as? FeedError { return feedError }
+        var feedError = classifyKind(error, request: request)
+        feedError.serverDidNotAnswer = serverDidNotAnswer(error)
+        return feedError
+    }
+
+    /// Whether no connection could be made at all: a connect timeout, or every address
+    /// unreachable (EHOSTUNREACH, ENETUNREACH, ETIMEDOUT). A refusal is an answer.
+    static func serverDidNotAnswer(_ error: any Error) -> Bool {
+        let silent: Set<Int32> = [EHOSTUNREACH, ENETUNREACH, ETIMEDOUT]
+        if let client = error as? HTTPClientError { return client == .connectTimeout }
+        if let channel = error as? ChannelError, case .connectTimeout = channel { return true }
+        if let connection = error as? NIOConnectionError {
+            guard connection.dnsAError == nil, connection.dnsAAAAError == nil, !connection.connectionErrors.isEmpty else { return false }
+            return connection.connectionErrors.allSatisfy { failure in
+                if let io = failure.error as? IOError { return silent.contains(io.errnoCode) }
+                if let channel = failure.error as? ChannelError, case .connectTimeout = channel { return true }
+                return false
+            }
+        }
+        if let io = error as? IOError { return silent.contains(io.errnoCode) }
+        return false
+    }
+
+    private static func classifyKind(_ error: any Error, request: String) -> FeedError {
+        if let feedError = error as? FeedError { return feedError }
         if let client = error as? HTTPClientError {
             switch client {
             case .connectTimeout, .readTimeout, .writeTimeout, .deadlineExceeded, .getConnectionFromPoolTimeout,

@@ -18,7 +18,7 @@ public enum ConnectivityMonitor {
     ) -> AsyncStream<Verdict>
     where Snapshots: AsyncSequence & Sendable, Snapshots.Element == NetworkSnapshot, C: Clock<Duration> {
         let (output, continuation) = AsyncStream<Verdict>.makeStream()
-        let publisher = VerdictPublisher(destination: destination, settle: settle, clock: clock, output: continuation)
+        let publisher = VerdictPublisher(settle: settle, clock: clock, output: continuation) { ConnectivityPolicy.evaluate($0, for: destination) }
         let feeder = Task {
             do {
                 for try await snapshot in snapshots { publisher.receive(snapshot) }
@@ -48,7 +48,7 @@ public enum ConnectivityMonitor {
     ) -> AsyncStream<Verdict> {
         let (output, continuation) = AsyncStream<Verdict>.makeStream()
         let addresses = destination.addresses
-        let publisher = VerdictPublisher(destination: destination, settle: settle, clock: clock, output: continuation)
+        let publisher = VerdictPublisher(settle: settle, clock: clock, output: continuation) { ConnectivityPolicy.evaluate($0, for: destination) }
         let tracking = addresses.isEmpty ? nil : monitor.startTracking(addresses).token
         let token = monitor.addObserver(
             onSnapshot: { snapshot in
@@ -70,37 +70,50 @@ public enum ConnectivityMonitor {
 
 /// Evaluates snapshots through a ``SettleGate`` and yields the verdicts it publishes; owns the
 /// settle timer. Safe to feed from any thread.
-final class VerdictPublisher<C: Clock<Duration>>: Sendable {
+package final class VerdictPublisher<C: Clock<Duration>>: Sendable {
     private struct State {
         var gate: SettleGate<C.Instant>
         var timer: Task<Void, Never>?
         /// Distinguishes the armed timer from ones already superseded.
         var generation = 0
         var finished = false
+        /// The last snapshot, for ``reevaluate()`` when something else the verdict reads changed.
+        var snapshot: NetworkSnapshot?
     }
 
-    private let destination: Destination
+    private let evaluate: @Sendable (NetworkSnapshot) -> Verdict
     private let clock: C
     private let output: AsyncStream<Verdict>.Continuation
     private let state: Mutex<State>
 
-    init(destination: Destination, settle: Duration, clock: C, output: AsyncStream<Verdict>.Continuation) {
-        self.destination = destination
+    /// - Parameter evaluate: the verdict for a snapshot; called under the publisher's lock, so it
+    ///   must not call back into the publisher.
+    package init(settle: Duration, clock: C, output: AsyncStream<Verdict>.Continuation, evaluate: @escaping @Sendable (NetworkSnapshot) -> Verdict) {
+        self.evaluate = evaluate
         self.clock = clock
         self.output = output
         self.state = Mutex(State(gate: SettleGate(settle: settle)))
     }
 
-    func receive(_ snapshot: NetworkSnapshot) {
-        let verdict = ConnectivityPolicy.evaluate(snapshot, for: destination)
+    package func receive(_ snapshot: NetworkSnapshot) {
         let now = clock.now
         state.withLock { state in
             guard !state.finished else { return }
-            apply(state.gate.observe(verdict, at: now), to: &state)
+            state.snapshot = snapshot
+            apply(state.gate.observe(evaluate(snapshot), at: now), to: &state)
         }
     }
 
-    func finish() {
+    /// Evaluates the last snapshot again: what the verdict reads besides the snapshot changed.
+    package func reevaluate() {
+        let now = clock.now
+        state.withLock { state in
+            guard !state.finished, let snapshot = state.snapshot else { return }
+            apply(state.gate.observe(evaluate(snapshot), at: now), to: &state)
+        }
+    }
+
+    package func finish() {
         state.withLock { state in
             guard !state.finished else { return }
             state.finished = true

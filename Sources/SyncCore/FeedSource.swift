@@ -74,11 +74,16 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
     public var message: String
     /// The server's `Retry-After`, as a delay from when the response arrived.
     public var retryAfter: Duration?
+    /// No connection could be made and nothing answered (a connect timeout, host or network
+    /// unreachable): evidence that the server, not the request, is the problem. A refused
+    /// connection or any HTTP answer is not.
+    public var serverDidNotAnswer: Bool
 
-    public init(_ kind: Kind, _ message: String, retryAfter: Duration? = nil) {
+    public init(_ kind: Kind, _ message: String, retryAfter: Duration? = nil, serverDidNotAnswer: Bool = false) {
         self.kind = kind
         self.message = message
         self.retryAfter = retryAfter
+        self.serverDidNotAnswer = serverDidNotAnswer
     }
 
     /// Errors that repeating the same request will not fix: 4xx other than 408 and 429, redirects

@@ -38,7 +38,7 @@ struct ConfigurationReader {
 
     mutating func read(_ root: TOMLTable) throws(ConfigurationError) -> DaemonConfiguration {
         var config = DaemonConfiguration()
-        try expectOnly(root, keys: ["daemon", "network", "retry", "feed"], table: nil)
+        try expectOnly(root, keys: ["daemon", "network", "connectivity_check", "retry", "feed"], table: nil)
 
         if let daemon = try table(root, "daemon") {
             let t = Section(name: "daemon", index: nil, table: daemon)
@@ -55,10 +55,26 @@ struct ConfigurationReader {
         }
         if let network = try table(root, "network") {
             let t = Section(name: "network", index: nil, table: network)
-            try expectOnly(network, keys: ["settle", "namespace", "receive_buffer"], table: t)
+            try expectOnly(network, keys: ["settle", "namespace", "receive_buffer", "resolve_interval", "unanswered_threshold"], table: t)
             if let v = try duration(t, "settle", allowZero: true) { config.settle = v }
             config.networkNamespacePath = try string(t, "namespace")
             if let v = try int(t, "receive_buffer", range: 4096...(1 << 30)) { config.receiveBufferSize = v }
+            if let v = try duration(t, "resolve_interval") { config.resolveInterval = v }
+            if let v = try int(t, "unanswered_threshold", range: 1...100) { config.unansweredThreshold = v }
+        }
+        if let check = try table(root, "connectivity_check") {
+            let t = Section(name: "connectivity_check", index: nil, table: check)
+            try expectOnly(check, keys: ["url", "status", "body", "interval", "timeout"], table: t)
+            guard let text = try string(t, "url") else { throw error(t, "url", "is required") }
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                  url.host?.isEmpty == false
+            else { throw error(t, "url", "must be an absolute http or https URL") }
+            var settings = DaemonConfiguration.ConnectivityCheck(url: url)
+            settings.status = try int(t, "status", range: 100...599)
+            settings.body = try string(t, "body")
+            if let v = try duration(t, "interval") { settings.interval = v }
+            if let v = try duration(t, "timeout") { settings.timeout = v }
+            config.connectivityCheck = settings
         }
         if let retry = try table(root, "retry") {
             let t = Section(name: "retry", index: nil, table: retry)

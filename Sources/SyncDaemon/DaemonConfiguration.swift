@@ -16,6 +16,15 @@ import SyncCore
 /// settle = "2s"                           # online must hold this long before loads resume
 /// namespace = "/var/run/netns/NAME"       # watch another network namespace (optional)
 /// receive_buffer = 8388608                # netlink notification buffer, bytes
+/// resolve_interval = "5m"                 # re-resolve feed host names this often (and on changes)
+/// unanswered_threshold = 2                # requests in a row without an answer: server unreachable
+///
+/// [connectivity_check]                    # optional: captive portal detection, as NetworkManager's
+/// url = "http://check.example/generate_204"
+/// status = 204                            # expected status (204 without body, else 200)
+/// body = "ok"                             # the body must start with this (optional)
+/// interval = "5m"
+/// timeout = "10s"
 ///
 /// [retry]
 /// base = "1s"
@@ -23,6 +32,7 @@ import SyncCore
 /// cap = "2m"
 /// max_attempts = 0                        # 0: no limit (transient errors only)
 /// reconnect_spread = "1s"                 # random delay before resuming after reconnect
+/// connect_timeout = "10s"
 ///
 /// [[feed]]
 /// name = "home"
@@ -33,7 +43,6 @@ import SyncCore
 /// backfill = 1000                         # keep at least this many items (or the whole feed)
 /// token_file = "/etc/syncd/home.token"    # or token = "..."
 /// timeout = "30s"
-/// connect_timeout = "10s"
 /// max_body_bytes = 8388608
 /// pagination = "cursor"                   # or "page" (GitHub); detected when not given
 /// page_size_parameter = "limit"           # "per_page" for page feeds
@@ -55,7 +64,28 @@ public struct DaemonConfiguration: Sendable {
     public var retry: RetryPolicy = .default
     public var reconnectSpread: Duration = .seconds(1)
     public var connectTimeout: Duration = .seconds(10)
+    /// How often feed host names are re-resolved besides resolver file changes and reconnects.
+    public var resolveInterval: Duration = .seconds(300)
+    /// Requests in a row without an answer before a feed's server is marked unreachable.
+    public var unansweredThreshold: Int = 2
+    /// The captive-portal check, when configured.
+    public var connectivityCheck: ConnectivityCheck?
     public var feeds: [Feed] = []
+
+    /// The `[connectivity_check]` table: NetworkManager's connectivity check, for captive portals.
+    public struct ConnectivityCheck: Sendable {
+        public var url: URL
+        /// Expected status; `nil`: 204, or 200 when a body is expected.
+        public var status: Int?
+        /// The body must start with this.
+        public var body: String?
+        public var interval: Duration = .seconds(300)
+        public var timeout: Duration = .seconds(10)
+
+        public init(url: URL) {
+            self.url = url
+        }
+    }
 
     /// One `[[feed]]` table.
     public struct Feed: Sendable {

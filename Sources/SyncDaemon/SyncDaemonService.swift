@@ -1,8 +1,11 @@
+import ConnectivityCheck
 import ConnectivityPolicy
 import Foundation
 import HTTPFeedSource
 import Logging
+import NameResolution
 import NetlinkMonitor
+import Reachability
 import ServiceLifecycle
 import SyncControl
 import SyncCoordinator
@@ -46,9 +49,11 @@ public struct SyncDaemonService: Service {
 
         let client = HTTPFeedClient(options: .init(connectTimeout: configuration.connectTimeout))
         let coordinator = SyncCoordinator(store: store, logger: logger)
+        let resolver = NameResolver(configuration: .init(refreshInterval: configuration.resolveInterval), logger: logger)
+        var reachabilities: [HostReachability<ContinuousClock>] = []
         var sources: [String: String] = [:]
         for feed in configuration.feeds {
-            let source = try HTTPFeedSource(configuration: feed.http, client: client, logger: logger)
+            let http = try HTTPFeedSource(configuration: feed.http, client: client, logger: logger)
             // The configured URL is the authority: cursors stored for another URL would keep
             // reading the old source.
             if case .changed(let previous) = try await store.adopt(source: feed.http.url.absoluteString, feed: feed.name) {
@@ -58,14 +63,24 @@ public struct SyncDaemonService: Service {
                     "url": "\(feed.http.url.redactedForLog)",
                 ])
             }
-            let destination = HostResolver.destination(for: feed.http.url)
-            logger.info("feed", metadata: ["feed": "\(feed.name)", "url": "\(feed.http.url.redactedForLog)", "reachability": "\(destination)"])
-            let verdicts = ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: configuration.settle)
-            let coordinated = try await coordinator.addFeed(feed.name, source: source, configuration: feed.sync, verdicts: verdicts)
-            // The stream delivers this verdict too, but asynchronously: handing it over now means
-            // a feed that starts offline never sends its first request before it knows.
-            await coordinated.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: destination))
+            let reachability = feedReachability(feed, monitor: monitor, resolver: resolver)
+            reachabilities.append(reachability)
+            logger.info("feed", metadata: ["feed": "\(feed.name)", "url": "\(feed.http.url.redactedForLog)", "reachability": "\(reachability.destination)"])
+            let source = EvidenceRecordingSource(base: http, reachability: reachability, host: feed.http.url.host ?? "the server")
+            let coordinated = try await coordinator.addFeed(feed.name, source: source, configuration: feed.sync, verdicts: reachability.verdicts())
+            // The stream delivers the verdict too, but asynchronously: handing one over now means
+            // a feed that starts offline never sends its first request before it knows. A name
+            // not yet resolved is judged by the internet at large until it is.
+            let addresses = reachability.destination.addresses
+            if !addresses.isEmpty { await monitor.track(addresses) }
+            await coordinated.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: addresses.isEmpty ? .internet : .addresses(addresses)))
             sources[feed.name] = feed.http.url.redactedForLog
+        }
+        let checker = configuration.connectivityCheck.map { check in
+            ConnectivityChecker(
+                configuration: .init(url: check.url, expectedStatus: check.status, expectedBody: check.body, interval: check.interval, timeout: check.timeout),
+                logger: logger
+            )
         }
 
         let broadcaster = StatusBroadcaster()
@@ -80,7 +95,10 @@ public struct SyncDaemonService: Service {
             sources: sources, contentRows: contentRows, logger: logger
         )
         let internet = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle)
+        // A second view of the internet verdict: reconnects re-resolve names and re-run the check.
+        let internetChanges = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle)
 
+        let hosts = reachabilities
         try prepareSocketDirectory()
         /// Why the daemon's main loop ended.
         enum Ending: Sendable {
@@ -99,6 +117,20 @@ public struct SyncDaemonService: Service {
             }
             group.addTask {
                 await reporter.run(connectivity: internet)
+                return .helperEnded
+            }
+            group.addTask {
+                do { try await resolver.run() } catch { logger.error("name resolver failed", metadata: ["error": "\(error)"]) }
+                return .helperEnded
+            }
+            for reachability in hosts {
+                group.addTask {
+                    await reachability.run()
+                    return .helperEnded
+                }
+            }
+            group.addTask {
+                await followInternet(internetChanges, resolver: resolver, checker: checker, reachabilities: hosts)
                 return .helperEnded
             }
             if let interval = SystemdNotifier.watchdogInterval() {
@@ -142,9 +174,82 @@ public struct SyncDaemonService: Service {
             return ending
         }
         try? await client.shutdown()
+        try? await checker?.shutdown()
         if case .controlServerFailed(let error) = ending {
             logger.critical("control socket failed", metadata: ["socket": "\(configuration.controlSocketPath)", "error": "\(error)"])
             throw error
+        }
+    }
+
+    /// The ladder for one feed's host: its addresses (a literal) or its name, judged by the
+    /// kernel's route, the resolver, and the evidence of its requests; an unreachable server is
+    /// probed with a TCP connect to the feed's port.
+    private func feedReachability(_ feed: DaemonConfiguration.Feed, monitor: NetlinkMonitor, resolver: NameResolver) -> HostReachability<ContinuousClock> {
+        let url = feed.http.url
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        let timeout = configuration.connectTimeout
+        return HostReachability(
+            destination: Destination(urlHost: url.host),
+            monitor: monitor,
+            resolver: resolver,
+            configuration: .init(settle: configuration.settle, unansweredThreshold: configuration.unansweredThreshold),
+            probe: { address in
+                if case .unreachable = await ServerProbe.connect(to: address, port: port, timeout: timeout) { return false }
+                return true
+            },
+            logger: logger
+        )
+    }
+
+    /// On every change of the internet verdict, names are resolved again (a new network may
+    /// have a new resolver and new answers) and, when online, the connectivity check runs; the
+    /// check also runs at its interval. Its answer limits every feed (a portal) or clears that.
+    private func followInternet(
+        _ changes: AsyncStream<Verdict>,
+        resolver: NameResolver,
+        checker: ConnectivityChecker?,
+        reachabilities: [HostReachability<ContinuousClock>]
+    ) async {
+        let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var previous: Verdict?
+                for await verdict in changes {
+                    if previous != nil { resolver.reresolve() }
+                    previous = verdict
+                    if verdict.isOnline { trigger.yield() }
+                }
+                trigger.finish()
+            }
+            if let checker {
+                group.addTask {
+                    while !Task.isCancelled {
+                        do { try await Task.sleep(for: checker.configuration.interval) } catch { break }
+                        trigger.yield()
+                    }
+                }
+                group.addTask {
+                    for await _ in triggers {
+                        let result = await checker.check()
+                        logger.debug("connectivity check", metadata: ["result": "\(result)"])
+                        let portal: String?
+                        switch result {
+                        case .portal(let url):
+                            logger.warning("captive portal: sign in to the network", metadata: ["portal": "\(url.absoluteString)"])
+                            portal = url.absoluteString
+                        case .full:
+                            portal = nil
+                        case .noAnswer(let reason):
+                            // The check's own server may be down: each feed's requests judge its server.
+                            logger.notice("connectivity check got no answer", metadata: ["reason": "\(reason)"])
+                            portal = nil
+                        }
+                        for reachability in reachabilities { reachability.portalChanged(portal) }
+                    }
+                }
+            }
+            await group.next()
+            group.cancelAll()
         }
     }
 

@@ -18,15 +18,35 @@ struct EndToEndTests {
         let feedServer: ChildProcess
         let daemon: ChildProcess
         let client: SyncControlClient
+        /// `/etc/netns/NAME`, when the rig made one.
+        let netnsEtc: String?
 
         /// A second address of the server, outside the client's subnet: reachable only through a
         /// route of its own (`10.88.0.0/24 via` the server), so it can be routed apart from the first.
         static let farAddress = "10.88.0.2"
 
-        /// - Parameter feeds: feed names and the server address each is fetched from.
-        init(initialItems: Int, feeds: [(name: String, host: String)] = [("demo", VethTopology.serverAddress)]) async throws {
+        /// - Parameters:
+        ///   - feeds: feed names and the server address (or host name) each is fetched from.
+        ///   - network: more `[network]` keys; `tables`: more tables, before the feeds.
+        ///   - resolvConf: syncd's `/etc/resolv.conf` (`ip netns exec` mounts
+        ///     `/etc/netns/NAME/resolv.conf` over it), removed with the rig.
+        init(
+            initialItems: Int,
+            feeds: [(name: String, host: String)] = [("demo", VethTopology.serverAddress)],
+            network: String = "",
+            tables: String = "",
+            resolvConf: String? = nil
+        ) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
+            if let resolvConf {
+                let etc = "/etc/netns/\(topology.client.name)"
+                try FileManager.default.createDirectory(atPath: etc, withIntermediateDirectories: true)
+                try resolvConf.write(toFile: "\(etc)/resolv.conf", atomically: false, encoding: .utf8)
+                netnsEtc = etc
+            } else {
+                netnsEtc = nil
+            }
             if feeds.contains(where: { $0.host == Self.farAddress }) {
                 try await topology.server.ip("addr", "add", "\(Self.farAddress)/32", "dev", VethTopology.serverLink)
                 try await topology.client.ip("route", "add", "10.88.0.0/24", "via", VethTopology.serverAddress)
@@ -43,11 +63,13 @@ struct EndToEndTests {
                 log_level = "info"
                 [network]
                 settle = "500ms"
+                \(network)
                 [retry]
                 base = "200ms"
                 cap = "2s"
                 reconnect_spread = "0s"
                 connect_timeout = "2s"
+                \(tables)
                 """
             for feed in feeds {
                 config += """
@@ -67,6 +89,10 @@ struct EndToEndTests {
                 logPath: directory.file("syncd.log")
             )
             client = SyncControlClient(socketPath: directory.file("io.syncd"))
+        }
+
+        deinit {
+            if let netnsEtc { try? FileManager.default.removeItem(atPath: netnsEtc) }
         }
 
         static func waitForServer(_ topology: VethTopology) async throws {

@@ -57,20 +57,20 @@ struct FeedConnectivityTests {
         let status = try await rig.waitForStatus("the far feed paused") { s in
             s.feed(named: "far").map(FeedCondition.init) == .paused
         }
-        #expect(status.connectivity.state == .partial && status.connectivity.offline == 1 && status.connectivity.reasons == [.noRoute], "\(status.connectivity)")
-        #expect(status.feed(named: "far")?.connectivity == .offline(reason: .noRoute, since: status.feed(named: "far")?.connectivity?.since))
+        #expect(status.connectivity.state == .partial && status.connectivity.offline == 1 && status.connectivity.reasons == [.blocked], "\(status.connectivity)")
+        #expect(status.feed(named: "far")?.connectivity == .offline(reason: .blocked, since: status.feed(named: "far")?.connectivity?.since))
         #expect(status.feed(named: "far")?.presentation.offlineBanner != nil)
         #expect(status.feed(named: "near").map(FeedCondition.init) == .synced)
         #expect(status.feed(named: "near")?.connectivity?.isOnline == true)
         #expect(status.feed(named: "near")?.presentation.offlineBanner == nil)
-        #expect(status.banner?.feeds == ["far"] && status.banner?.reason == .noRoute, "\(String(describing: status.banner))")
+        #expect(status.banner?.feeds == ["far"] && status.banner?.reason == .blocked, "\(String(describing: status.banner))")
         #expect(status.internet?.isOnline == true, "the default route still works")
 
         let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
         print("FeedConnectivityTests: syncctl status with one of two hosts blackholed:\n\(text)")
-        #expect(text.contains("State: partial: 1 of 2 feeds offline (no route to host)"), "\(text)")
-        #expect(text.contains("Banner: Offline (no route to host) for far"), "\(text)")
-        #expect(text.contains("State: paused (offline: no route to host)"), "\(text)")
+        #expect(text.contains("State: partial: 1 of 2 feeds offline (blocked by a reject route or rule)"), "\(text)")
+        #expect(text.contains("Banner: Offline (blocked by a reject route or rule) for far"), "\(text)")
+        #expect(text.contains("State: paused (offline: blocked by a reject route or rule)"), "\(text)")
 
         // A refresh of the paused feed sends nothing; the other feed still syncs.
         let before = try await rig.requestCount()
