@@ -4,8 +4,9 @@ public enum FeedCondition: String, Sendable, Hashable {
 
     public init(_ feed: ControlFeed) {
         let directions = [feed.initial, feed.older, feed.newer]
-        if case .offline? = feed.connectivity {
-            // Its host is unreachable: nothing will load, whether or not a load was waiting.
+        if let connectivity = feed.connectivity, !connectivity.isOnline {
+            // Its host is unreachable (offline or limited): nothing will load, whether or not a
+            // load was waiting.
             self = .paused
         } else if feed.initial.phase == .failed && !feed.initial.paused {
             self = .failed
