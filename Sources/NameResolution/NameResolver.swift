@@ -91,6 +91,7 @@ public final class NameResolver: Sendable {
         var roundRequested = false
         var finished = false
         var statistics = Statistics()
+        var threadID: Int32?
     }
 
     public let configuration: Configuration
@@ -169,6 +170,9 @@ public final class NameResolver: Sendable {
     /// Counters since creation.
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
+    /// The kernel's id of the resolver's thread, once it started: tests check it ends.
+    package var threadID: Int32? { state.withLock { $0.threadID } }
+
     /// Follows the names until the task is cancelled; then every stream finishes.
     ///
     /// The work runs on a thread named `syncd-resolver`; cancelling wakes it through its pipe
@@ -186,10 +190,14 @@ public final class NameResolver: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 let thread = Thread { [self] in
+                    // Foundation's Thread.name does not reach the kernel on Linux (and
+                    // pthread_setname_np needs _GNU_SOURCE): name it where ps and /proc look.
+                    try? "syncd-resolver".write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+                    let tid = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")).flatMap { Int32($0.split(separator: "/").last ?? "") }
+                    state.withLock { $0.threadID = tid }
                     loop(wakeFD: readFD)
                     done.resume()
                 }
-                thread.name = "syncd-resolver"
                 thread.start()
             }
         } onCancel: {

@@ -7,6 +7,10 @@ import NIOPosix
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A small HTTP server on loopback, written here with SwiftNIO: per path it answers 204, 200
 /// with a body, a redirect, a portal's login page, or never answers. Counts requests per path.
 final class CheckServer: Sendable {
@@ -139,10 +143,23 @@ func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Dura
         let port = closed.port
         await closed.stop()
         #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: port, timeout: .seconds(2)) == .refused)
-        // TEST-NET-1 is routed nowhere that answers: a timeout or an unreachable host.
-        guard case .unreachable = await ServerProbe.connect(to: IPAddress("192.0.2.1")!, port: 80, timeout: .milliseconds(300)) else {
-            Issue.record("192.0.2.1 answered")
+        // A listener whose accept queue is full drops further SYNs: nothing answers, as with a
+        // server behind a silent firewall.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        listen(listener, 0)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        let full = Int(UInt16(bigEndian: address.sin_port))
+        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: .seconds(2)) == .answered, "fills the queue")
+        guard case .unreachable(let reason) = await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: .milliseconds(300)) else {
+            Issue.record("a full accept queue answered")
             return
         }
+        #expect(reason.contains("timed out"), "\(reason)")
     }
 }

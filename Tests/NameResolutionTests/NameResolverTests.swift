@@ -153,21 +153,22 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
         let stream = resolver.resolutions(of: "feed.example")
         var iterator = stream.makeAsyncIterator()
         _ = await iterator.next()
-        #expect(Self.threads(named: "syncd-resolver") == 1)
+        guard let tid = resolver.threadID else {
+            Issue.record("the resolver's thread did not say who it is")
+            return
+        }
+        #expect(Self.name(of: tid) == "syncd-resolver")
         running.cancel()
         _ = await running.result
         #expect(await iterator.next() == nil, "the stream ends with run()")
         // The thread resumes run() as its last act; give it the moment to return.
         let deadline = ContinuousClock.now + .seconds(5)
-        while Self.threads(named: "syncd-resolver") > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(Self.threads(named: "syncd-resolver") == 0, "the resolver's thread is gone")
+        while Self.name(of: tid) != nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Self.name(of: tid) == nil, "the resolver's thread is gone")
     }
 
-    /// Threads of this process with `name`, from /proc/self/task/*/comm.
-    static func threads(named name: String) -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.filter { task in
-            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == name
-        }.count
+    /// The name of this process's thread `tid`, `nil` when it no longer exists.
+    static func name(of tid: Int32) -> String? {
+        (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
