@@ -234,7 +234,9 @@ public final class NameResolver: Sendable {
             if round { nextRound = ContinuousClock.now + configuration.refreshInterval }
 
             var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0), pollfd(fd: watcher.fd, events: Int16(POLLIN), revents: 0)]
-            let timeout = Int32(clamping: max(0, ContinuousClock.now.duration(to: nextRound).components.seconds * 1000 + 1))
+            let (seconds, attoseconds) = ContinuousClock.now.duration(to: nextRound).components
+            // Rounded up: a timeout short of the round would wake the thread once per millisecond.
+            let timeout = Int32(clamping: max(0, seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
             let ready = poll(&fds, watcher.fd >= 0 ? 2 : 1, timeout)
             if ready < 0 && errno != EINTR { return }
             if ready == 0 {

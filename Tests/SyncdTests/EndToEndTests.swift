@@ -28,21 +28,23 @@ struct EndToEndTests {
         /// - Parameters:
         ///   - feeds: feed names and the server address (or host name) each is fetched from.
         ///   - network: more `[network]` keys; `tables`: more tables, before the feeds.
-        ///   - resolvConf: syncd's `/etc/resolv.conf` (`ip netns exec` mounts
-        ///     `/etc/netns/NAME/resolv.conf` over it), removed with the rig.
+        ///   - resolvConf, hosts: syncd's `/etc/resolv.conf` and `/etc/hosts` (`ip netns exec`
+        ///     mounts `/etc/netns/NAME/…` over them), removed with the rig.
         init(
             initialItems: Int,
             feeds: [(name: String, host: String)] = [("demo", VethTopology.serverAddress)],
             network: String = "",
             tables: String = "",
-            resolvConf: String? = nil
+            resolvConf: String? = nil,
+            hosts: String? = nil
         ) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
-            if let resolvConf {
+            if resolvConf != nil || hosts != nil {
                 let etc = "/etc/netns/\(topology.client.name)"
                 try FileManager.default.createDirectory(atPath: etc, withIntermediateDirectories: true)
-                try resolvConf.write(toFile: "\(etc)/resolv.conf", atomically: false, encoding: .utf8)
+                try resolvConf?.write(toFile: "\(etc)/resolv.conf", atomically: false, encoding: .utf8)
+                try hosts?.write(toFile: "\(etc)/hosts", atomically: false, encoding: .utf8)
                 netnsEtc = etc
             } else {
                 netnsEtc = nil

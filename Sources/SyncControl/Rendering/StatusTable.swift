@@ -49,8 +49,10 @@ public enum StatusTable {
             if let since = connectivity.since { text += " since " + TimeFormatting.full(since, now: now, timeZone: timeZone) }
             lines.append(row("Connectivity", text))
         }
+        // A paused load waits for what the feed's connectivity says: the network, or the rung above it.
+        let waitingFor = feed.connectivity?.reason?.isLimited == true ? "limited" : "offline"
         for (label, direction) in feed.directions {
-            var text = describe(direction, now: now, style: style)
+            var text = describe(direction, now: now, style: style, waitingFor: waitingFor)
             if label == "older" && feed.endReached { text += ", end of feed" }
             lines.append(row(label.capitalized, text))
         }
@@ -79,7 +81,7 @@ public enum StatusTable {
     }
 
     /// `failed (attempt 3): HTTP 503; next retry in 12s`, `loading (paused)`.
-    static func describe(_ direction: ControlDirection, now: Date, style: TerminalStyle) -> String {
+    static func describe(_ direction: ControlDirection, now: Date, style: TerminalStyle, waitingFor: String = "offline") -> String {
         var text: String
         switch direction.phase {
         case .failed:
@@ -94,7 +96,7 @@ public enum StatusTable {
         case .idle:
             text = "idle"
         }
-        if direction.paused { text += style.paint(" (paused, offline)", .yellow) }
+        if direction.paused { text += style.paint(" (paused, \(waitingFor))", .yellow) }
         return text
     }
 
