@@ -57,13 +57,38 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
     let errThread = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
     errThread.start()
     let outData = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let status = exitStatus(of: process)
     while !errData.isSet { usleep(1000) }
     let stdout = String(decoding: outData, as: UTF8.self)
-    if process.terminationStatus != 0 && !allowFailure {
-        throw CommandFailed(command: arguments, status: process.terminationStatus, stderr: String(decoding: errData.value, as: UTF8.self))
+    if status != 0 && !allowFailure {
+        throw CommandFailed(command: arguments, status: status, stderr: String(decoding: errData.value, as: UTF8.self))
     }
     return stdout
+}
+
+/// Waits for `process` to end and returns its exit status (128 + signal when killed), blocking
+/// the calling thread.
+///
+/// Not `waitUntilExit()`: when many children start and end at once, Foundation's SIGCHLD watch
+/// can miss one, and `waitUntilExit()` then waits for ever on a zombie (seen in the full test run,
+/// with a dozen servers and daemons started in parallel). This also reaps the child itself.
+public func exitStatus(of process: Process) -> Int32 {
+    let pid = process.processIdentifier
+    while true {
+        var status: Int32 = 0
+        let reaped = waitpid(pid, &status, WNOHANG)
+        if reaped == pid {
+            // WIFEXITED / WTERMSIG, spelled out: the macros are not imported.
+            let signal = status & 0x7f
+            return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        }
+        // ECHILD: Foundation reaped it first and knows the status.
+        if reaped < 0 && errno == ECHILD {
+            while process.isRunning { usleep(1000) }
+            return process.terminationStatus
+        }
+        usleep(1000)
+    }
 }
 
 private final class LockedData: Sendable {

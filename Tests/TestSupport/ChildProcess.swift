@@ -1,4 +1,6 @@
 import Foundation
+import NetlinkProbe
+import Synchronization
 
 /// A long-running program started by a test (syncd, demo-feed), stopped when the test ends.
 ///
@@ -7,6 +9,8 @@ import Foundation
 public final class ChildProcess: Sendable {
     private let process: Process
     public let logPath: String
+    /// The exit status once this object reaped the child.
+    private let exitedStatus = Mutex<Int32?>(nil)
 
     public init(_ arguments: [String], logPath: String) throws {
         let process = Process()
@@ -22,7 +26,7 @@ public final class ChildProcess: Sendable {
         self.logPath = logPath
     }
 
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { !hasExited }
     public var pid: Int32 { process.processIdentifier }
 
     /// The program's output so far.
@@ -31,20 +35,37 @@ public final class ChildProcess: Sendable {
     /// Sends `signal` and waits (bounded) for the exit status; SIGKILL if it does not stop.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        guard exited == nil else { return exited! }
+        kill(process.processIdentifier, signal)
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        return process.terminationStatus
+        while !hasExited && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if !hasExited { kill(process.processIdentifier, SIGKILL) }
+        let process = self.process
+        let status = (try? await onDedicatedThread { exitStatus(of: process) }) ?? -1
+        exitedStatus.withLock { $0 = status }
+        return status
     }
 
+    /// Whether the child ended; reaps it when it did (Foundation's own watch can miss that).
+    private var hasExited: Bool {
+        if exited != nil { return true }
+        var status: Int32 = 0
+        let pid = process.processIdentifier
+        let reaped = waitpid(pid, &status, WNOHANG)
+        if reaped == pid {
+            let signal = status & 0x7f
+            exitedStatus.withLock { $0 = signal == 0 ? (status >> 8) & 0xff : 128 + signal }
+            return true
+        }
+        return reaped < 0 && !process.isRunning
+    }
+
+    private var exited: Int32? { exitedStatus.withLock { $0 } }
+
     deinit {
-        if process.isRunning {
+        if !hasExited {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            _ = exitStatus(of: process)
         }
     }
 }

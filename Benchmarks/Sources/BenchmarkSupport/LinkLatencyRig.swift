@@ -42,7 +42,9 @@ public actor LinkLatencyRig {
         let monitor = self.monitor
         // The consumer stamps each verdict the moment it arrives: that is "published" for a client.
         consumer = Task {
-            for await verdict in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {
+            // A host behind the default route: every snapshot asks the kernel for its route, as
+            // syncd's feeds do.
+            for await verdict in ConnectivityMonitor.verdicts(from: monitor, for: .addresses([IPAddress("198.51.100.7")!]), settle: .zero) {
                 stamp.yield((verdict, ContinuousClock.now))
             }
             stamp.finish()

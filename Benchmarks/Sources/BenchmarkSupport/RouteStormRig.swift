@@ -39,7 +39,7 @@ public struct StormResult: Sendable {
         func ms(_ d: Duration) -> String { ProcFS.milliseconds(d) }
         return """
         route storm: \(notifications) route notifications, ip -batch took \(ms(stormWall)) ms
-          monitor:    cpu \(ms(monitorCPU)) ms (user \(ms(monitorUser)), sys \(ms(monitorSystem))), rss \(monitorRSSBefore >> 10) → peak \(monitorPeakRSS >> 10) KiB, converged after \(ms(monitorConverged)) ms, kernel drops \(monitorDrops), overflows \(monitorCheck.statistics.overflows), full resyncs \(monitorCheck.statistics.fullResyncs), batches \(monitorCheck.statistics.batches), snapshots \(monitorCheck.statistics.snapshotsPublished)
+          monitor:    cpu \(ms(monitorCPU)) ms (user \(ms(monitorUser)), sys \(ms(monitorSystem))), rss \(monitorRSSBefore >> 10) → peak \(monitorPeakRSS >> 10) KiB, converged after \(ms(monitorConverged)) ms, kernel drops \(monitorDrops), overflows \(monitorCheck.statistics.overflows), full resyncs \(monitorCheck.statistics.fullResyncs), batches \(monitorCheck.statistics.batches), snapshots \(monitorCheck.statistics.snapshotsPublished), kernel route lookups \(monitorCheck.statistics.routeLookups)
           ip monitor: cpu \(ms(ipCPU)) ms (user \(ms(ipUser)), sys \(ms(ipSystem))), rss \(ipRSSBefore >> 10) → peak \(ipPeakRSS >> 10) KiB, drained after \(ms(ipDrained)) ms, kernel drops \(ipDrops), events printed \(ipEventLines)
           cpu ratio monitor/ip monitor: \(cpuRatio.formatted(.number.precision(.fractionLength(2)))) (target ≤ 1.00: \(cpuRatio <= 1 ? "met" : "missed")); peak rss \(monitorPeakRSS >> 20) MiB (target < 64 MiB: \(monitorPeakRSS < 64 << 20 ? "met" : "missed"))
           final verdict \(monitorCheck.verdict.map(String.init(describing:)) ?? "none"), kernel dump says \(monitorCheck.kernelVerdict)
@@ -139,8 +139,8 @@ public enum RouteStormRig {
         let ipEventLines = (try? ProcFS.read(log))?.utf8.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) } ?? 0
 
         // Independent of the helper's own comparison: the verdict must be the one the kernel's tables give.
-        let dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path)
-        let expected = ConnectivityPolicy.evaluate(dump)
+        let dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path, lookingUp: [StormProtocol.host])
+        let expected = ConnectivityPolicy.evaluate(dump, for: .addresses([StormProtocol.host]))
         guard monitorDone.check.verdict == expected, expected == .offline(.noRoute) else {
             throw RigError("final verdict \(monitorDone.check.verdict.map(String.init(describing:)) ?? "none"), kernel dump says \(expected) (expected offline: no route)")
         }

@@ -6,6 +6,10 @@ import NetlinkMonitor
 /// The helper prints `ready` once its monitor has started, then answers each `check` line on
 /// standard input with one JSON ``StormCheck`` line, and exits at end of input.
 public enum StormProtocol {
+    /// The host whose verdict the monitor publishes: reached through the default route, so the
+    /// monitor asks the kernel for its route (RTM_GETROUTE) on every snapshot of the storm.
+    public static let host = IPAddress("198.51.100.7")!
+
     public static let ready = "ready"
     public static let check = "check"
 }

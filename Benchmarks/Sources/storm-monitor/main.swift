@@ -26,7 +26,7 @@ try await monitor.start()
 // A real client consumes verdicts, so their computation is part of the monitor's cost.
 let latest = LatestVerdict()
 let consumer = Task {
-    for await verdict in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {
+    for await verdict in ConnectivityMonitor.verdicts(from: monitor, for: .addresses([StormProtocol.host]), settle: .zero) {
         latest.value.withLock { $0 = verdict }
     }
 }
@@ -40,12 +40,12 @@ reply(StormProtocol.ready)
 let encoder = JSONEncoder()
 while let line = readLine() {
     guard line == StormProtocol.check else { continue }
-    let kernel = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: namespacePath)
+    let kernel = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: namespacePath, lookingUp: [StormProtocol.host])
     let snapshot = monitor.snapshot
     let answer = StormCheck(
         snapshotMatchesKernel: snapshot == kernel,
         verdict: latest.value.withLock { $0 },
-        kernelVerdict: ConnectivityPolicy.evaluate(kernel),
+        kernelVerdict: ConnectivityPolicy.evaluate(kernel, for: .addresses([StormProtocol.host])),
         monitorRoutes: snapshot.routes.count,
         kernelRoutes: kernel.routes.count,
         statistics: monitor.statistics
