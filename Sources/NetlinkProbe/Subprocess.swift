@@ -69,26 +69,40 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
 /// Waits for `process` to end and returns its exit status (128 + signal when killed), blocking
 /// the calling thread.
 ///
-/// Not `waitUntilExit()`: when many children start and end at once, Foundation's SIGCHLD watch
-/// can miss one, and `waitUntilExit()` then waits for ever on a zombie (seen in the full test run,
-/// with a dozen servers and daemons started in parallel). This also reaps the child itself.
+/// Not only `waitUntilExit()`: when many children start and end at once, Foundation's SIGCHLD
+/// watch can miss one, and `waitUntilExit()` then waits for ever on a zombie (seen in a full
+/// parallel test run). Foundation stays the one that reaps: only a child that has been a zombie
+/// for two seconds, which Foundation would have reaped long before, is reaped here.
 public func exitStatus(of process: Process) -> Int32 {
     let pid = process.processIdentifier
-    while true {
-        var status: Int32 = 0
-        let reaped = waitpid(pid, &status, WNOHANG)
-        if reaped == pid {
-            // WIFEXITED / WTERMSIG, spelled out: the macros are not imported.
-            let signal = status & 0x7f
-            return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    var zombieSince: ContinuousClock.Instant?
+    while process.isRunning {
+        if isZombie(pid) {
+            let now = ContinuousClock.now
+            if let since = zombieSince, now - since > .seconds(2) {
+                var status: Int32 = 0
+                if waitpid(pid, &status, WNOHANG) == pid {
+                    // WIFEXITED / WTERMSIG spelled out: the macros are not imported.
+                    let signal = status & 0x7f
+                    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+                }
+            } else if zombieSince == nil {
+                zombieSince = now
+            }
+        } else {
+            zombieSince = nil
         }
-        // ECHILD: Foundation reaped it first and knows the status.
-        if reaped < 0 && errno == ECHILD {
-            while process.isRunning { usleep(1000) }
-            return process.terminationStatus
-        }
-        usleep(1000)
+        usleep(2000)
     }
+    return process.terminationStatus
+}
+
+/// Whether `pid` has ended and waits to be reaped (state `Z` in /proc/PID/stat).
+public func isZombie(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let end = stat.lastIndex(of: ")")
+    else { return false }
+    return stat[stat.index(after: end)...].trimmingCharacters(in: .whitespaces).first == "Z"
 }
 
 private final class LockedData: Sendable {

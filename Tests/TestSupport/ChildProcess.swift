@@ -35,8 +35,8 @@ public final class ChildProcess: Sendable {
     /// Sends `signal` and waits (bounded) for the exit status; SIGKILL if it does not stop.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async -> Int32 {
-        guard exited == nil else { return exited! }
-        kill(process.processIdentifier, signal)
+        if let status = exitedStatus.withLock({ $0 }) { return status }
+        if !hasExited { kill(process.processIdentifier, signal) }
         let deadline = ContinuousClock.now + timeout
         while !hasExited && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if !hasExited { kill(process.processIdentifier, SIGKILL) }
@@ -46,25 +46,12 @@ public final class ChildProcess: Sendable {
         return status
     }
 
-    /// Whether the child ended; reaps it when it did (Foundation's own watch can miss that).
-    private var hasExited: Bool {
-        if exited != nil { return true }
-        var status: Int32 = 0
-        let pid = process.processIdentifier
-        let reaped = waitpid(pid, &status, WNOHANG)
-        if reaped == pid {
-            let signal = status & 0x7f
-            exitedStatus.withLock { $0 = signal == 0 ? (status >> 8) & 0xff : 128 + signal }
-            return true
-        }
-        return reaped < 0 && !process.isRunning
-    }
-
-    private var exited: Int32? { exitedStatus.withLock { $0 } }
+    /// Ended, whether or not Foundation noticed (see ``exitStatus(of:)``).
+    private var hasExited: Bool { !process.isRunning || isZombie(process.processIdentifier) }
 
     deinit {
-        if !hasExited {
-            kill(process.processIdentifier, SIGKILL)
+        if exitedStatus.withLock({ $0 }) == nil && process.isRunning {
+            if !isZombie(process.processIdentifier) { kill(process.processIdentifier, SIGKILL) }
             _ = exitStatus(of: process)
         }
     }
