@@ -29,8 +29,9 @@ static inline int syncd_nl_act_new(void) { return NL_ACT_NEW; }
 static inline int syncd_nl_act_del(void) { return NL_ACT_DEL; }
 static inline int syncd_nl_act_change(void) { return NL_ACT_CHANGE; }
 
-/* setns(2) is only declared under _GNU_SOURCE, which the Glibc module is not built with. */
+/* setns(2) and pipe2(2) are only declared under _GNU_SOURCE, which the Glibc module is not built with. */
 extern int setns(int fd, int nstype);
+extern int pipe2(int pipefd[2], int flags);
 
 static inline int syncd_so_rcvbufforce(void) { return 33; /* SO_RCVBUFFORCE */ }
 static inline int syncd_so_rcvbuf(void) { return SO_RCVBUF; }

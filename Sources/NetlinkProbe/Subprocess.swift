@@ -1,3 +1,4 @@
+import CNetlink
 import Foundation
 import Synchronization
 
@@ -37,33 +38,76 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
 /// Runs a program to completion, blocking the calling thread, and returns its standard output.
 ///
 /// `PATH` is searched for the program; standard error is captured for the error message.
+///
+/// Spawned with posix_spawn and reaped with waitpid here, not with Foundation's `Process`: in a
+/// test process with many descriptors open and many children at once, `Process.run()` crashed
+/// copying its descriptor list and `waitUntilExit()` missed an exit (both seen in full runs).
 @discardableResult
 public func runCommand(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    let inputPipe = Pipe()
-    process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
-    try process.run()
-    if let input {
-        inputPipe.fileHandleForWriting.write(Data(input.utf8))
-        try? inputPipe.fileHandleForWriting.close()
+    // Every pipe end is close-on-exec; dup2 gives the child its own copies as 0, 1 and 2.
+    func makePipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe2(&fds, O_CLOEXEC) == 0 else { throw CommandFailed(command: arguments, status: -1, stderr: "pipe: \(String(cString: strerror(errno)))") }
+        return (fds[0], fds[1])
     }
-    // Read both pipes before waiting so a chatty child cannot block on a full pipe.
+    let stdin = try makePipe(), stdout = try makePipe(), stderr = try makePipe()
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
+    posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
+    posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
+    let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
+    defer { for arg in argv { free(arg) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, environ)
+    for fd in [stdin.read, stdout.write, stderr.write] { close(fd) }
+    guard spawned == 0 else {
+        for fd in [stdin.write, stdout.read, stderr.read] { close(fd) }
+        throw CommandFailed(command: arguments, status: -1, stderr: "posix_spawn: \(String(cString: strerror(spawned)))")
+    }
+    // Input on a thread of its own, and standard error too: a chatty child never blocks on a full pipe.
+    let writer = Thread {
+        if let input {
+            var bytes = Array(input.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(stdin.write, &bytes[offset], bytes.count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { break }
+                offset += written
+            }
+        }
+        close(stdin.write)
+    }
+    writer.start()
     let errData = LockedData()
-    let errThread = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
+    let errThread = Thread { errData.set(readToEnd(stderr.read)) }
     errThread.start()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let status = exitStatus(of: process)
+    let outData = readToEnd(stdout.read)
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     while !errData.isSet { usleep(1000) }
-    let stdout = String(decoding: outData, as: UTF8.self)
-    if status != 0 && !allowFailure {
-        throw CommandFailed(command: arguments, status: status, stderr: String(decoding: errData.value, as: UTF8.self))
+    // WIFEXITED / WTERMSIG spelled out: the macros are not imported.
+    let signal = status & 0x7f
+    let exitCode = signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    if exitCode != 0 && !allowFailure {
+        throw CommandFailed(command: arguments, status: exitCode, stderr: String(decoding: errData.value, as: UTF8.self))
     }
-    return stdout
+    return String(decoding: outData, as: UTF8.self)
+}
+
+/// Reads `fd` to its end and closes it.
+private func readToEnd(_ fd: Int32) -> Data {
+    defer { close(fd) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+        let count = read(fd, &buffer, buffer.count)
+        if count < 0 && errno == EINTR { continue }
+        if count <= 0 { return data }
+        data.append(contentsOf: buffer[0..<count])
+    }
 }
 
 /// Waits for `process` to end and returns its exit status (128 + signal when killed), blocking
