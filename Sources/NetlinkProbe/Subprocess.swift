@@ -69,13 +69,15 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
     // Input on a thread of its own, and standard error too: a chatty child never blocks on a full pipe.
     let writer = Thread {
         if let input {
-            var bytes = Array(input.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let written = write(stdin.write, &bytes[offset], bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { break }
-                offset += written
+            let bytes = Array(input.utf8)
+            bytes.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let written = write(stdin.write, raw.baseAddress! + offset, raw.count - offset)
+                    if written < 0 && errno == EINTR { continue }
+                    if written <= 0 { break }
+                    offset += written
+                }
             }
         }
         close(stdin.write)
