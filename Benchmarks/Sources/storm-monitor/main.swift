@@ -25,7 +25,10 @@ try await monitor.start()
 
 // A real client consumes verdicts, so their computation is part of the monitor's cost.
 let latest = LatestVerdict()
-let consumer = Task {
+// Detached: top-level code runs on the main actor, which then blocks in readLine(); a task that
+// inherited it would run only between checks, so no verdict (and no kernel lookup for it) would
+// be computed during the storm.
+let consumer = Task.detached {
     for await verdict in ConnectivityMonitor.verdicts(from: monitor, for: .addresses([StormProtocol.host]), settle: .zero) {
         latest.value.withLock { $0 = verdict }
     }
@@ -36,6 +39,8 @@ func reply(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+// The storm starts only once the kernel's route to the host is tracked, as in syncd.
+await monitor.track([StormProtocol.host])
 reply(StormProtocol.ready)
 let encoder = JSONEncoder()
 while let line = readLine() {
