@@ -54,6 +54,7 @@ public enum ConnectivityCheckResult: Sendable, Hashable, CustomStringConvertible
 /// NetworkManager's connectivity check: one request to a known URL, never following redirects
 /// (a redirect is the evidence of a portal), its answer compared with the expected one.
 public final class ConnectivityChecker: Sendable {
+    /// What the check asks for and expects.
     public let configuration: ConnectivityCheckConfiguration
     private let client: HTTPClient
     private let ownsClient: Bool

@@ -62,6 +62,7 @@ public enum LimitedReason: String, Sendable, Hashable, Codable, Comparable, Cust
 
 /// A limited verdict: why, the evidence in words, and the path the kernel would use.
 public struct Limitation: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// Which rung above the route fails.
     public var reason: LimitedReason
     /// The evidence, for people: the name and the resolver's words (`feed.example: Name or
     /// service not known`), the portal's URL, or the server's failure (`connection timed out`).
@@ -69,6 +70,7 @@ public struct Limitation: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The path the kernel routes the destination through, when it does.
     public var path: OnlinePath?
 
+    /// A limitation with its evidence, and the path the kernel routes through when known.
     public init(_ reason: LimitedReason, detail: String, path: OnlinePath? = nil) {
         self.reason = reason
         self.detail = detail
@@ -187,6 +189,7 @@ public struct LimitedEvidence: Sendable, Hashable, Codable {
     /// The server did not answer connections: the failure's words.
     public var serverUnreachable: String?
 
+    /// Evidence in words; `nil` for each rung that is fine.
     public init(dnsFailure: String? = nil, portal: String? = nil, serverUnreachable: String? = nil) {
         self.dnsFailure = dnsFailure
         self.portal = portal

@@ -16,6 +16,7 @@ public struct ResolutionFailure: Error, Sendable, Hashable, CustomStringConverti
     /// The resolver's words (`gai_strerror`), e.g. "Name or service not known".
     public var message: String
 
+    /// A failure for `host` with getaddrinfo's `code` and words.
     public init(host: String, code: Int32, message: String) {
         self.host = host
         self.code = code
@@ -72,9 +73,13 @@ public final class NameResolver: Sendable {
 
     /// Counters: lookups made and what caused the rounds.
     public struct Statistics: Sendable, Hashable {
+        /// getaddrinfo calls made.
         public var lookups = 0
+        /// Rounds caused by a change of a watched file.
         public var fileTriggers = 0
+        /// Rounds asked for with ``NameResolver/reresolve()``.
         public var requestTriggers = 0
+        /// Rounds at the refresh interval.
         public var periodicTriggers = 0
     }
 
@@ -94,6 +99,7 @@ public final class NameResolver: Sendable {
         var threadID: Int32?
     }
 
+    /// When names are resolved again.
     public let configuration: Configuration
     private let logger: Logger
     private let lookup: @Sendable (String) -> Resolution

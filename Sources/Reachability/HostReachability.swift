@@ -34,10 +34,12 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
         /// Requests in a row that get no answer (connect timeouts, host unreachable) before the
         /// server is marked unreachable: one lost SYN is not an outage.
         public var unansweredThreshold: Int
-        /// The first and the longest pause between probes of an unreachable server.
+        /// The first pause between probes of an unreachable server; it doubles after each miss.
         public var probeDelay: Duration
+        /// The longest pause between probes.
         public var maxProbeDelay: Duration
 
+        /// The defaults: 2 s settle, 2 unanswered requests, probes from 1 s to 60 s apart.
         public init(settle: Duration = .seconds(2), unansweredThreshold: Int = 2, probeDelay: Duration = .seconds(1), maxProbeDelay: Duration = .seconds(60)) {
             self.settle = settle
             self.unansweredThreshold = max(1, unansweredThreshold)
@@ -62,6 +64,7 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
 
     /// What is judged: addresses, or a host name resolved by the resolver.
     public let destination: Destination
+    /// How the server is judged.
     public let configuration: Configuration
     private let monitor: NetlinkMonitor
     private let resolver: NameResolver?
