@@ -6,6 +6,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -67,19 +68,6 @@ final class CheckServer: Sendable {
     }
 }
 
-/// A TCP socket bound to a free loopback port, listening with a backlog of 0 or not at all.
-func boundPort(listening: Bool) -> (socket: Int32, port: Int) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-    if listening { listen(fd, 0) }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return (fd, Int(UInt16(bigEndian: address.sin_port)))
-}
-
 func withServer(_ body: (CheckServer) async throws -> Void) async throws {
     let server = try await CheckServer()
     do {
@@ -129,9 +117,8 @@ func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Dura
 
     @Test func noAnswerSaysWhy() async throws {
         // A port bound but not listening: refused, and no other test can take it meanwhile.
-        let (socket, port) = boundPort(listening: false)
-        defer { close(socket) }
-        guard case .noAnswer(let refused) = await check("http://127.0.0.1:\(port)/generate_204") else {
+        let closed = ReservedPort()
+        guard case .noAnswer(let refused) = await check("http://127.0.0.1:\(closed.port)/generate_204") else {
             Issue.record("expected no answer")
             return
         }
@@ -151,13 +138,12 @@ func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Dura
         try await withServer { server in
             #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: server.port, timeout: .seconds(2)) == .answered)
         }
-        let (closed, port) = boundPort(listening: false)
-        defer { close(closed) }
-        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: port, timeout: .seconds(2)) == .refused)
+        let closed = ReservedPort()
+        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: closed.port, timeout: .seconds(2)) == .refused)
         // A listener whose accept queue is full drops further SYNs: nothing answers, as with a
         // server behind a silent firewall.
-        let (listener, full) = boundPort(listening: true)
-        defer { close(listener) }
+        let listener = ReservedPort(listening: true)
+        let full = listener.port
         #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: .seconds(2)) == .answered, "fills the queue")
         guard case .unreachable(let reason) = await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: .milliseconds(300)) else {
             Issue.record("a full accept queue answered")

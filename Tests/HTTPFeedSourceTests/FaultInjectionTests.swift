@@ -3,6 +3,7 @@ import Foundation
 import HTTPFeedSource
 import SyncCore
 import Testing
+import TestSupport
 
 /// Every injected fault surfaces as the right ``FeedError`` and leaves nothing half-stored.
 @Suite("Fault injection: each fault maps to the right error")
@@ -102,7 +103,9 @@ struct FaultInjectionTests {
 
     @Test("nothing listening is a transport error that says so at once, not a connect timeout")
     func connectionRefused() async throws {
-        let port = try await withFeedServer(.init()) { server, _ in try #require(server.port) }
+        // Bound but not listening: refused, and no parallel test's server can take the port.
+        let reserved = ReservedPort()
+        let port = reserved.port
         // Long timeouts: a pool that retried the refused connect would end in a timeout instead.
         let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(60)))
         for (host, expected) in [
@@ -119,6 +122,7 @@ struct FaultInjectionTests {
             #expect(error?.message.contains("Connection refused") == true, "\(String(describing: error))")
         }
         try await client.shutdown()
+        withExtendedLifetime(reserved) {}
     }
 
     @Test("cancellation stops a stalled request promptly with CancellationError")
