@@ -1,13 +1,19 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// NetlinkProbe (network namespaces, veth pairs, raw netlink listeners, subprocesses) is test and
+/// measurement tooling, not part of what syncd ships. The in-repo Benchmarks package, a package of
+/// its own, sets SYNCD_DEVELOPMENT_PRODUCTS=1 to see it as a product; nobody else does.
+let developmentProducts: [Product] = Context.environment["SYNCD_DEVELOPMENT_PRODUCTS"] == "1"
+    ? [.library(name: "NetlinkProbe", targets: ["NetlinkProbe"])]
+    : []
+
 let package = Package(
     name: "syncd",
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "ConnectivityPolicy", targets: ["ConnectivityPolicy"]),
         .library(name: "NetlinkMonitor", targets: ["NetlinkMonitor"]),
-        .library(name: "NetlinkProbe", targets: ["NetlinkProbe"]),
         .library(name: "NameResolution", targets: ["NameResolution"]),
         .library(name: "ConnectivityCheck", targets: ["ConnectivityCheck"]),
         .library(name: "Reachability", targets: ["Reachability"]),
@@ -23,12 +29,11 @@ let package = Package(
         .executable(name: "syncctl", targets: ["syncctl"]),
         .executable(name: "demo-feed", targets: ["demo-feed"]),
         .executable(name: "netmon", targets: ["netmon"]),
-    ],
+    ] + developmentProducts,
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
@@ -49,6 +54,9 @@ let package = Package(
 
         // MARK: Pure core (no I/O)
 
+        /// One fan-out type: the latest value and every later one to any number of async streams.
+        .target(name: "AsyncBroadcast"),
+
         /// Network snapshot model, carrier rule and the connectivity verdict.
         .target(name: "ConnectivityPolicy"),
         /// Per-feed paging state machine, retry policy and presentation model.
@@ -62,7 +70,9 @@ let package = Package(
             dependencies: [
                 "CNetlink",
                 "ConnectivityPolicy",
+                "AsyncBroadcast",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         /// Host names to addresses with getaddrinfo(3) on a thread of its own, re-resolved when the
@@ -115,7 +125,9 @@ let package = Package(
             dependencies: [
                 "SyncCore",
                 "ConnectivityPolicy",
+                "AsyncBroadcast",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         /// RFC 8288 Link-header paginated HTTP feeds over AsyncHTTPClient.
@@ -160,10 +172,15 @@ let package = Package(
                 "Varlink",
                 "SyncCore",
                 "ConnectivityPolicy",
+                "AsyncBroadcast",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("io.syncd.varlink")]
         ),
+        /// Terminal renderings of the control API's status and items (syncctl's tables, the live
+        /// view), safe for hostile feed text.
+        .target(name: "SyncTerminal", dependencies: ["SyncControl", "SyncCore"]),
 
         /// The daemon: configuration, systemd integration, and the wiring of monitor, coordinator,
         /// store, feed sources and control server into one service.
@@ -171,7 +188,7 @@ let package = Package(
             name: "SyncDaemon",
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
-                "HTTPFeedSource", "SyncControl", "Varlink", "DemoFeedServer",
+                "HTTPFeedSource", "SyncControl", "AsyncBroadcast",
                 "NameResolution", "ConnectivityCheck", "Reachability",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -185,6 +202,8 @@ let package = Package(
             name: "syncd",
             dependencies: [
                 "SyncDaemon",
+                // `--demo` only: the daemon library itself does not carry the demo server.
+                "DemoFeedServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -193,7 +212,7 @@ let package = Package(
         .executableTarget(
             name: "syncctl",
             dependencies: [
-                "SyncControl", "SyncCore", "ConnectivityPolicy",
+                "SyncControl", "SyncTerminal", "SyncCore", "ConnectivityPolicy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -262,8 +281,9 @@ let package = Package(
             // A GitHub-style server in Python, started by the tests: an oracle sharing no code with syncd.
             exclude: ["Oracle"]
         ),
-        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "TestSupport"]),
-        .testTarget(name: "SyncdTests", dependencies: ["SyncDaemon", "SyncControl", "DemoFeedServer", "TestSupport"]),
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "SyncTerminal", "AsyncBroadcast", "TestSupport"]),
+        .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
+        .testTarget(name: "SyncdTests", dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport"]),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
         .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport"),

@@ -4,7 +4,10 @@ import NIOCore
 /// The HTTP connection pool that feed sources share.
 ///
 /// One per process (or per test): sources for feeds on the same host reuse its connections.
-/// Call ``shutdown()`` before the process exits.
+/// A client made with ``init(options:)`` owns its pool: ``shutdown()`` closes it and waits, and
+/// a client released without that closes it in the background. One made with
+/// ``init(sharing:options:)`` uses the caller's `HTTPClient` (`HTTPClient.shared`, say) and
+/// leaves its lifetime to the caller.
 public final class HTTPFeedClient: Sendable {
     /// Settings that belong to the connection pool rather than to one feed.
     public struct Options: Sendable, Hashable {
@@ -23,9 +26,15 @@ public final class HTTPFeedClient: Sendable {
         }
     }
 
+    /// The pool's settings.
     public let options: Options
     let http: HTTPClient
+    /// Whether ``http`` is this client's to shut down.
+    private let ownsPool: Bool
 
+    /// A client with a pool of its own, configured for feeds.
+    ///
+    /// - Parameter options: connect timeout and decompression limits.
     public init(options: Options = Options()) {
         self.options = options
         // A failed connect is not retried inside the pool: the coordinator owns retries (backoff,
@@ -44,11 +53,35 @@ public final class HTTPFeedClient: Sendable {
             decompression: options.decompression ? .enabled(limit: .size(options.maxDecompressedBytes)) : .disabled
         )
         http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        ownsPool = true
     }
 
-    /// Closes pooled connections; in-flight requests fail.
+    /// A client on the caller's `HTTPClient`, which the caller keeps and shuts down.
+    ///
+    /// The client's own configuration applies (timeouts, redirects, decompression): feed sources
+    /// follow redirects themselves, so give it `redirectConfiguration: .disallow` for the same
+    /// checks as a pool of its own. `options` only describes it to the sources.
+    public init(sharing client: HTTPClient, options: Options = Options()) {
+        self.options = options
+        self.http = client
+        self.ownsPool = false
+    }
+
+    deinit {
+        // AsyncHTTPClient requires a shutdown before release; an owner that forgot gets one
+        // here, in the background (the pool's event loop keeps it alive until it is done).
+        if ownsPool { http.shutdown { _ in } }
+    }
+
+    /// Closes pooled connections and waits; in-flight requests fail. Does nothing for a shared
+    /// client. Safe to call more than once.
     public func shutdown() async throws {
-        try await http.shutdown()
+        guard ownsPool else { return }
+        do {
+            try await http.shutdown()
+        } catch let error as HTTPClientError where error == .alreadyShutdown {
+            // Shut down already: what the caller asked for.
+        }
     }
 }
 

@@ -102,7 +102,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
 extension URL {
     /// The URL with the values of credential-looking query parameters replaced, for logs and
     /// error messages (some APIs take `access_token=` in the query).
-    public var redactedForLog: String {
+    package var redactedForLog: String {
         guard var components = URLComponents(url: self, resolvingAgainstBaseURL: false) else { return "<unparseable URL>" }
         components.user = nil
         components.password = nil

@@ -33,7 +33,7 @@ final class NetlinkEventLoop {
     /// Receive buffer for one route datagram; notifications are single messages far below this.
     private static let routeBufferSize = 64 << 10
 
-    private let monitor: NetlinkMonitor
+    private let monitor: MonitorCore
     private let logger: Logger
     private var eventSocket: OpaquePointer?
     private var syncSocket: OpaquePointer?
@@ -75,7 +75,7 @@ final class NetlinkEventLoop {
         }
     }
 
-    init(configuration: NetlinkMonitor.Configuration, monitor: NetlinkMonitor) throws(NetlinkError) {
+    init(configuration: NetlinkMonitor.Configuration, monitor: MonitorCore) throws(NetlinkError) {
         self.monitor = monitor
         self.logger = monitor.logger
         do {

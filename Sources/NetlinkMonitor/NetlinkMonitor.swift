@@ -1,8 +1,9 @@
 import CNetlink
 import ConnectivityPolicy
-import Dispatch
+import AsyncBroadcast
 import Foundation
 import Logging
+import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
@@ -24,6 +25,12 @@ import Glibc
 /// NetworkManager does). When notifications overflow the socket buffer (`ENOBUFS`, reported by
 /// libnl as `NLE_NOMEM`), every table is re-dumped.
 ///
+/// Lifecycle: ``start()`` opens the sockets and returns with the first snapshot; ``stop()`` ends
+/// the thread (waiting without blocking) and finishes every stream. As a swift-service-lifecycle
+/// `Service`, ``run()`` starts the monitor if it is not running and stops it on graceful shutdown
+/// or cancellation. A monitor released while running stops its thread on its own. It can be
+/// started again after a stop.
+///
 /// ```swift
 /// let monitor = NetlinkMonitor()
 /// try await monitor.start()
@@ -31,7 +38,7 @@ import Glibc
 ///     print(ConnectivityPolicy.evaluate(snapshot))
 /// }
 /// ```
-public final class NetlinkMonitor: Sendable {
+public final class NetlinkMonitor: Sendable, Service {
     /// How the monitor connects to the kernel.
     public struct Configuration: Sendable {
         /// Watch another network namespace (a path such as `/var/run/netns/NAME` or
@@ -42,6 +49,9 @@ public final class NetlinkMonitor: Sendable {
         /// CAP_NET_ADMIN (`SO_RCVBUFFORCE`), otherwise the kernel caps it.
         public var receiveBufferSize: Int
 
+        /// - Parameters:
+        ///   - networkNamespacePath: the namespace to watch; `nil` for the caller's own.
+        ///   - receiveBufferSize: the notification socket's receive buffer, in bytes.
         public init(networkNamespacePath: String? = nil, receiveBufferSize: Int = 8 << 20) {
             self.networkNamespacePath = networkNamespacePath
             self.receiveBufferSize = receiveBufferSize
@@ -68,11 +78,6 @@ public final class NetlinkMonitor: Sendable {
         public var receiveBufferBytes: Int = 0
     }
 
-    struct Observer: Sendable {
-        var onSnapshot: @Sendable (NetworkSnapshot) -> Void
-        var onFinish: @Sendable () -> Void
-    }
-
     /// Identifies an observer for ``removeObserver(_:)``.
     public struct ObserverToken: Sendable, Hashable {
         let id: Int
@@ -83,128 +88,73 @@ public final class NetlinkMonitor: Sendable {
         let id: Int
     }
 
-    private struct State: ~Copyable {
-        var snapshot = NetworkSnapshot()
-        var statistics = Statistics()
-        var subscribers: [Int: AsyncStream<NetworkSnapshot>.Continuation] = [:]
-        var observers: [Int: Observer] = [:]
-        var nextSubscriber = 0
-        var running = false
-        var finished = false
-        var stopRequested = false
-        /// Write end of the pipe that wakes the loop thread (to stop, or to look up new addresses).
-        var wakeFD: Int32 = -1
-        var stopped: DispatchSemaphore?
-        /// Addresses whose kernel route every snapshot carries, by tracking token.
-        var tracked: [Int: [IPAddress]] = [:]
-        /// Counts changes of `tracked`; the loop reports which one its lookups cover.
-        var trackingGeneration = 0
-        var coveredGeneration = 0
-        var trackingWaiters: [(generation: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    }
-
+    /// How the monitor connects to the kernel.
     public let configuration: Configuration
-    let logger: Logger
-    private let state = Mutex(State())
+    /// Everything the monitor's thread uses. The thread holds this, never the monitor, so
+    /// releasing the monitor can end the thread.
+    let core: MonitorCore
 
+    /// - Parameters:
+    ///   - configuration: the namespace to watch and the receive buffer.
+    ///   - logger: where overflows, re-dumps and failures are reported.
     public init(configuration: Configuration = .init(), logger: Logger = Logger(label: "syncd.netlink")) {
         self.configuration = configuration
-        self.logger = logger
+        self.core = MonitorCore(configuration: configuration, logger: logger)
     }
 
     deinit {
-        stop()
+        // Never waits: the thread closes its sockets and finishes the streams on its own.
+        core.requestStop()
     }
 
-    /// Opens the netlink sockets, dumps the tables and starts following changes.
+    /// Opens the netlink sockets, dumps the tables and starts following changes on a thread
+    /// named `syncd-netlink`.
     ///
     /// Returns once the first snapshot is available. Throws ``NetlinkError`` with libnl's
-    /// message when a socket cannot be opened or a dump fails.
+    /// message when a socket cannot be opened or a dump fails, or when the monitor is already
+    /// running.
     public func start() async throws {
-        let (readFD, writeFD) = try Self.makePipe()
-        let stopped = DispatchSemaphore(value: 0)
-        try state.withLock { state throws(NetlinkError) in
-            guard !state.running, !state.finished else { throw NetlinkError("start", errno: EALREADY) }
-            state.running = true
-            state.stopRequested = false
-            state.wakeFD = writeFD
-            state.stopped = stopped
-        }
-        let configuration = self.configuration
-        do {
-            try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
-                let thread = Thread { [self] in
-                    defer { stopped.signal() }
-                    let loop: NetlinkEventLoop
-                    do {
-                        loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
-                    } catch {
-                        close(readFD)
-                        ready.resume(throwing: error)
-                        return
-                    }
-                    ready.resume()
-                    loop.run(wakeFD: readFD)
-                    close(readFD)
-                    self.finishSubscribers()
-                }
-                thread.name = "syncd-netlink"
-                thread.start()
-            }
-        } catch {
-            state.withLock { state in
-                close(state.wakeFD)
-                state.wakeFD = -1
-                state.running = false
-                state.stopped = nil
-            }
-            throw error
-        }
+        try await core.start()
     }
 
-    /// Stops following changes and finishes every snapshot stream. Safe to call more than once.
-    public func stop() {
-        let (fd, stopped) = state.withLock { state -> (Int32, DispatchSemaphore?) in
-            state.stopRequested = true
-            defer {
-                state.wakeFD = -1
-                state.stopped = nil
-                state.running = false
+    /// Stops following changes and finishes every snapshot stream; returns once the monitor's
+    /// thread has ended. Safe to call more than once, and when the monitor never started.
+    public func stop() async {
+        core.requestStop()
+        await core.waitUntilStopped()
+    }
+
+    /// Runs the monitor as a service: starts it unless ``start()`` already did, and returns after
+    /// stopping it, on graceful shutdown or cancellation (or when its thread fails).
+    public func run() async throws {
+        let core = self.core
+        if !core.isRunning { try await core.start() }
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await core.waitUntilStopped()
+            } onCancel: {
+                core.requestStop()
             }
-            return (state.wakeFD, state.stopped)
+        } onGracefulShutdown: {
+            core.requestStop()
         }
-        guard fd >= 0 else { return }
-        Self.wake(fd)
-        stopped?.wait()
-        close(fd)
+        await stop()
     }
 
     /// The latest snapshot of the kernel's tables.
-    public var snapshot: NetworkSnapshot { state.withLock { $0.snapshot } }
+    public var snapshot: NetworkSnapshot { core.state.withLock { $0.snapshot } }
 
-    /// Counters since start.
-    public var statistics: Statistics { state.withLock { $0.statistics } }
+    /// Counters since the first start.
+    public var statistics: Statistics { core.state.withLock { $0.statistics } }
 
     /// A stream that yields the current snapshot, then every changed one. A slow consumer sees
     /// the newest snapshot, not a backlog. The stream finishes when the monitor stops.
     public func snapshots() -> AsyncStream<NetworkSnapshot> {
-        let (stream, continuation) = AsyncStream<NetworkSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id: Int? = state.withLock { state in
-            if state.finished { return nil }
-            let id = state.nextSubscriber
-            state.nextSubscriber += 1
-            state.subscribers[id] = continuation
-            if state.running { continuation.yield(state.snapshot) }
-            return id
+        let (broadcast, finished) = core.state.withLock { ($0.broadcast, $0.finished) }
+        if finished {
+            return AsyncStream { $0.finish() }
         }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+        return broadcast.subscribe()
     }
 
     /// Calls `onSnapshot` on the monitor's thread with the current snapshot (if running) and
@@ -214,11 +164,11 @@ public final class NetlinkMonitor: Sendable {
         onSnapshot: @escaping @Sendable (NetworkSnapshot) -> Void,
         onFinish: @escaping @Sendable () -> Void = {}
     ) -> ObserverToken {
-        let (id, current, finished) = state.withLock { state -> (Int, NetworkSnapshot?, Bool) in
-            let id = state.nextSubscriber
-            state.nextSubscriber += 1
-            if !state.finished { state.observers[id] = Observer(onSnapshot: onSnapshot, onFinish: onFinish) }
-            return (id, state.running ? state.snapshot : nil, state.finished)
+        let (id, current, finished) = core.state.withLock { state -> (Int, NetworkSnapshot?, Bool) in
+            let id = state.nextID
+            state.nextID += 1
+            if !state.finished { state.observers[id] = MonitorCore.Observer(onSnapshot: onSnapshot, onFinish: onFinish) }
+            return (id, state.phase == .running ? state.snapshot : nil, state.finished)
         }
         if finished {
             onFinish()
@@ -230,7 +180,7 @@ public final class NetlinkMonitor: Sendable {
 
     /// Stops calling an observer.
     public func removeObserver(_ token: ObserverToken) {
-        _ = state.withLock { $0.observers.removeValue(forKey: token.id) }
+        _ = core.state.withLock { $0.observers.removeValue(forKey: token.id) }
     }
 
     /// Asks the kernel for its route to each address now and whenever links, addresses, routes,
@@ -245,8 +195,8 @@ public final class NetlinkMonitor: Sendable {
         let (token, generation, running) = startTracking(addresses)
         guard running else { return token }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                guard state.running, state.coveredGeneration < generation else { return true }
+            let resumeNow = core.state.withLock { state -> Bool in
+                guard state.phase == .running, state.coveredGeneration < generation else { return true }
                 state.trackingWaiters.append((generation, continuation))
                 return false
             }
@@ -255,30 +205,149 @@ public final class NetlinkMonitor: Sendable {
         return token
     }
 
-    /// ``track(_:)`` without waiting for the lookups: snapshots carry them shortly.
-    public func startTracking(_ addresses: [IPAddress]) -> (token: TrackingToken, generation: Int, running: Bool) {
-        let (id, generation, running, fd) = state.withLock { state in
-            let id = state.nextSubscriber
-            state.nextSubscriber += 1
+    /// ``track(_:)`` without waiting for the lookups: snapshots carry them shortly. Returns the
+    /// tracking generation the lookups will cover and whether the monitor is running.
+    package func startTracking(_ addresses: [IPAddress]) -> (token: TrackingToken, generation: Int, running: Bool) {
+        let (id, generation, running) = core.state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
             state.tracked[id] = addresses
             state.trackingGeneration += 1
-            return (id, state.trackingGeneration, state.running, state.wakeFD)
+            return (id, state.trackingGeneration, state.phase == .running)
         }
-        if fd >= 0 { Self.wake(fd) }
+        core.wake()
         return (TrackingToken(id: id), generation, running)
     }
 
     /// Stops looking up the addresses of `token` (others may still track the same addresses).
     public func untrack(_ token: TrackingToken) {
-        let fd = state.withLock { state -> Int32 in
-            guard state.tracked.removeValue(forKey: token.id) != nil else { return -1 }
+        let removed = core.state.withLock { state -> Bool in
+            guard state.tracked.removeValue(forKey: token.id) != nil else { return false }
             state.trackingGeneration += 1
-            return state.wakeFD
+            return true
         }
-        if fd >= 0 { Self.wake(fd) }
+        if removed { core.wake() }
+    }
+}
+
+/// The monitor's shared state and its thread's side of it: what the loop calls, what the thread
+/// holds. One per monitor; it outlives the monitor only until the thread has ended.
+final class MonitorCore: Sendable {
+    struct Observer: Sendable {
+        var onSnapshot: @Sendable (NetworkSnapshot) -> Void
+        var onFinish: @Sendable () -> Void
     }
 
+    enum Phase: Equatable {
+        case idle
+        case starting
+        case running
+    }
+
+    struct State: ~Copyable {
+        var phase = Phase.idle
+        var snapshot = NetworkSnapshot()
+        var statistics = NetlinkMonitor.Statistics()
+        /// Snapshot streams of the current run; replaced when a stopped monitor starts again.
+        var broadcast = Broadcast<NetworkSnapshot>(bufferingNewest: 1)
+        var observers: [Int: Observer] = [:]
+        var nextID = 0
+        /// Set when a run ended, cleared by the next start: streams asked for meanwhile end at once.
+        var finished = false
+        var stopRequested = false
+        /// Write end of the pipe that wakes the loop thread (to stop, or to look up new addresses).
+        var wakeFD: Int32 = -1
+        /// Callers of ``NetlinkMonitor/stop()`` waiting for the thread to end.
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Addresses whose kernel route every snapshot carries, by tracking token.
+        var tracked: [Int: [IPAddress]] = [:]
+        /// Counts changes of `tracked`; the loop reports which one its lookups cover.
+        var trackingGeneration = 0
+        var coveredGeneration = 0
+        var trackingWaiters: [(generation: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    let configuration: NetlinkMonitor.Configuration
+    let logger: Logger
+    let state = Mutex(State())
+
+    init(configuration: NetlinkMonitor.Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    var isRunning: Bool { state.withLock { $0.phase != .idle } }
+
+    func start() async throws {
+        let (readFD, writeFD) = try Self.makePipe()
+        do {
+            try state.withLock { state throws(NetlinkError) in
+                guard state.phase == .idle else { throw NetlinkError("start: the monitor is already running", errno: EALREADY) }
+                state.phase = .starting
+                state.stopRequested = false
+                state.wakeFD = writeFD
+                if state.finished {
+                    state.finished = false
+                    state.broadcast = Broadcast(bufferingNewest: 1)
+                }
+            }
+        } catch {
+            close(readFD)
+            close(writeFD)
+            throw error
+        }
+        try await withCheckedThrowingContinuation { (ready: CheckedContinuation<Void, any Error>) in
+                // The thread holds the core, not the monitor: releasing the monitor stops it.
+                let thread = Thread { [self] in
+                    _ = syncd_set_thread_name("syncd-netlink")
+                    let loop: NetlinkEventLoop
+                    do {
+                        loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
+                    } catch {
+                        close(readFD)
+                        threadEnded()
+                        ready.resume(throwing: error)
+                        return
+                    }
+                    state.withLock { $0.phase = .running }
+                    ready.resume()
+                    loop.run(wakeFD: readFD)
+                    close(readFD)
+                    threadEnded()
+                }
+                thread.start()
+        }
+    }
+
+    /// Asks the thread to end; does not wait.
+    func requestStop() {
+        state.withLock { state in
+            state.stopRequested = true
+            Self.wake(state.wakeFD)
+        }
+    }
+
+    /// Returns once no thread runs (at once when none does).
+    func waitUntilStopped() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                guard state.phase != .idle else { return true }
+                state.stopWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Wakes the loop to look at the tracked addresses again.
+    func wake() {
+        state.withLock { Self.wake($0.wakeFD) }
+    }
+
+    /// Called under the lock, which is what keeps the descriptor from being closed (and its
+    /// number reused) in between; the pipe is non-blocking, and a full pipe already wakes.
     private static func wake(_ fd: Int32) {
+        guard fd >= 0 else { return }
         var byte: UInt8 = 1
         _ = write(fd, &byte, 1)
     }
@@ -289,13 +358,13 @@ public final class NetlinkMonitor: Sendable {
         let observers = state.withLock { state in
             state.snapshot = snapshot
             state.statistics.snapshotsPublished += 1
-            for continuation in state.subscribers.values { continuation.yield(snapshot) }
+            state.broadcast.publish(snapshot)
             return Array(state.observers.values)
         }
         for observer in observers { observer.onSnapshot(snapshot) }
     }
 
-    func updateStatistics(_ body: (inout Statistics) -> Void) {
+    func updateStatistics(_ body: (inout NetlinkMonitor.Statistics) -> Void) {
         state.withLock { body(&$0.statistics) }
     }
 
@@ -319,25 +388,29 @@ public final class NetlinkMonitor: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    private func finishSubscribers() {
-        let (subscribers, observers, waiters) = state.withLock { state in
+    /// The thread's last act: the wake pipe closes, streams and observers finish, waiters resume.
+    private func threadEnded() {
+        let (broadcast, observers, waiters, stopWaiters) = state.withLock { state in
+            if state.wakeFD >= 0 { close(state.wakeFD) }
+            state.wakeFD = -1
+            state.phase = .idle
             state.finished = true
             defer {
-                state.subscribers = [:]
                 state.observers = [:]
                 state.trackingWaiters = []
+                state.stopWaiters = []
             }
-            return (Array(state.subscribers.values), Array(state.observers.values), state.trackingWaiters.map(\.continuation))
+            return (state.broadcast, Array(state.observers.values), state.trackingWaiters.map(\.continuation), state.stopWaiters)
         }
         for waiter in waiters { waiter.resume() }
-        for continuation in subscribers { continuation.finish() }
+        broadcast.finish()
         for observer in observers { observer.onFinish() }
+        for waiter in stopWaiters { waiter.resume() }
     }
 
     private static func makePipe() throws(NetlinkError) -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw NetlinkError("pipe", errno: errno) }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        guard pipe2(&fds, O_CLOEXEC | O_NONBLOCK) == 0 else { throw NetlinkError("pipe", errno: errno) }
         return (fds[0], fds[1])
     }
 }

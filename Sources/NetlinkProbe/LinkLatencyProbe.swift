@@ -30,7 +30,7 @@ public enum LinkLatencyProbe {
 
         let monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path))
         try await monitor.start()
-        defer { monitor.stop() }
+        // Released on return: a released monitor ends its thread.
         let (stamped, stamp) = AsyncStream<(Verdict, ContinuousClock.Instant)>.makeStream()
         let consumer = Task {
             for await verdict in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {

@@ -317,7 +317,7 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
     public var isOnline: Bool { state == .online }
 
     /// How the feeds that cannot reach their host are described: offline, limited, or both.
-    var unreachableWord: String {
+    public var unreachableWord: String {
         limited == 0 ? "offline" : limited == offline ? "limited" : "unreachable"
     }
 

@@ -73,9 +73,10 @@ public struct SyncControlClient: Sendable {
     }
 
     /// What `org.varlink.service.GetInfo` says (vendor, version, interfaces).
-    public func serviceInfo() async throws -> [String: JSONValue] {
+    public func serviceInfo() async throws -> ControlServiceInfo {
         do {
-            return try await client.call("org.varlink.service.GetInfo")
+            let reply = try await client.call("org.varlink.service.GetInfo")
+            return try VarlinkCoding.decode(ControlServiceInfo.self, from: .object(reply))
         } catch {
             throw Self.translate(error, method: "GetInfo", socketPath: socketPath)
         }
@@ -113,5 +114,28 @@ public struct SyncControlClient: Sendable {
         default:
             return error
         }
+    }
+}
+
+/// The service description every Varlink service gives (`org.varlink.service.GetInfo`).
+public struct ControlServiceInfo: Sendable, Hashable, Codable {
+    /// Who made the service ("syncd").
+    public var vendor: String
+    /// The product ("syncd").
+    public var product: String
+    /// The daemon's version.
+    public var version: String
+    /// Where the product is documented.
+    public var url: String
+    /// The interfaces the socket serves, `io.syncd` among them.
+    public var interfaces: [String]
+
+    /// - Parameters: as ``vendor``, ``product``, ``version``, ``url`` and ``interfaces``.
+    public init(vendor: String, product: String, version: String, url: String, interfaces: [String]) {
+        self.vendor = vendor
+        self.product = product
+        self.version = version
+        self.url = url
+        self.interfaces = interfaces
     }
 }

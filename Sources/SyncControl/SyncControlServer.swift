@@ -1,8 +1,11 @@
 import Foundation
 import Logging
+import ServiceLifecycle
 import Varlink
 
 /// Serves `io.syncd` (and `org.varlink.service`) for a ``SyncControlHandler``.
+///
+/// A swift-service-lifecycle `Service`: ``run()`` serves until graceful shutdown or cancellation.
 ///
 /// ```swift
 /// let server = SyncControlServer(handler: daemon, configuration: .init(version: "0.1.0"), logger: logger)
@@ -12,7 +15,7 @@ import Varlink
 ///     notify("READY=1")
 /// }
 /// ```
-public final class SyncControlServer: Sendable {
+public final class SyncControlServer: Sendable, Service {
     public struct Configuration: Sendable {
         /// Used when syncd was not socket-activated.
         public var socketPath: String
@@ -89,9 +92,11 @@ public final class SyncControlServer: Sendable {
         )
     }
 
-    /// Serves until the calling task is cancelled.
+    /// Listens and serves until graceful shutdown or cancellation; then stops accepting, ends
+    /// every connection and removes the socket file it created. Throws when it cannot listen.
     public func run() async throws {
-        try await server.run()
+        let server = self.server
+        try await cancelWhenGracefulShutdown { try await server.run() }
     }
 
     /// Returns `true` once clients can connect, `false` when ``run()`` failed to listen (for

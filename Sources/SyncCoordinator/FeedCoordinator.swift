@@ -1,3 +1,4 @@
+import AsyncBroadcast
 import ConnectivityPolicy
 import Foundation
 import Logging
@@ -34,8 +35,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
     public private(set) var droppedAnswers = 0
     private var published: FeedState
-    private let broadcast = StateBroadcast()
-    private let parentBroadcast: StateBroadcast?
+    private let broadcast = Broadcast<FeedState>(bufferingNewest: 256)
+    private let parentBroadcast: Broadcast<FeedState>?
 
     /// Opens a feed: reads what the store holds for it. Call ``start()`` to begin syncing.
     ///
@@ -70,7 +71,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         time: TimeBase<C>,
         random: any RandomSource,
         logger: Logger,
-        parent: StateBroadcast?
+        parent: Broadcast<FeedState>?
     ) {
         self.feed = feed
         self.source = source
@@ -95,7 +96,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
 
     /// The current state, then every change, until ``stop()``.
     public func states() -> AsyncStream<FeedState> {
-        broadcast.subscribe(initial: [machine.state])
+        broadcast.subscribe(replaying: [machine.state])
     }
 
     /// Stored items, newest first.

@@ -1,6 +1,8 @@
+import AsyncBroadcast
 import ConnectivityPolicy
 import Foundation
 import Logging
+import ServiceLifecycle
 import SyncCore
 
 /// Keeps several feeds in sync, each independently (one ``FeedCoordinator`` actor per feed), over
@@ -8,7 +10,11 @@ import SyncCore
 ///
 /// A failing or slow feed never blocks, fails or delays another: feeds share no lock, no request
 /// and no retry state; calls that address every feed only hand each one an event.
-public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
+///
+/// Lifecycle: add feeds, then ``start()``; ``stop()`` is final (a stopped coordinator refuses to
+/// start or add feeds, with ``SyncCoordinatorError/stopped``). As a swift-service-lifecycle
+/// `Service`, ``run()`` starts it and stops it on graceful shutdown or cancellation.
+public actor SyncCoordinator<C: Clock>: Service where C.Duration == Duration {
     private let store: any FeedStore
     private let configuration: SyncConfiguration
     private let time: TimeBase<C>
@@ -18,7 +24,8 @@ public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
     private var order: [String] = []
     private var lastVerdict: Verdict?
     private var started = false
-    private let broadcast = StateBroadcast()
+    private var stopped = false
+    private let broadcast = Broadcast<FeedState>(bufferingNewest: 256)
 
     /// - Parameters:
     ///   - store: where every feed is stored (feeds are keyed by identifier).
@@ -62,8 +69,11 @@ public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
     /// Adds a feed that follows the coordinator-wide ``connectivityChanged(_:)``.
     @discardableResult
     public func addFeed(_ id: String, source: any FeedSource, configuration: SyncConfiguration? = nil) async throws -> FeedCoordinator<C> {
+        guard !stopped else { throw SyncCoordinatorError.stopped }
         if let existing = feeds[id] { return existing }
         let persisted = try await store.load(feed: id)
+        // The store was read off the actor: the coordinator may have stopped or gained this feed.
+        guard !stopped else { throw SyncCoordinatorError.stopped }
         if let existing = feeds[id] { return existing }
         let seed = UInt64(random.nextFraction() * Double(UInt64(1) << 53))
         let feed = FeedCoordinator(
@@ -86,16 +96,34 @@ public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
     /// Identifiers of the feeds, in the order they were added.
     public var feedIDs: [String] { order }
 
-    /// Starts every feed (and feeds added later).
-    public func start() async {
+    /// Starts every feed (and feeds added later). Starting twice is harmless; starting after
+    /// ``stop()`` throws ``SyncCoordinatorError/stopped``.
+    public func start() async throws(SyncCoordinatorError) {
+        guard !stopped else { throw .stopped }
+        guard !started else { return }
         started = true
         for id in order { await feeds[id]?.start() }
     }
 
-    /// Stops every feed and ends ``updates()`` streams.
+    /// Stops every feed for good: cancels their requests and timers and ends ``updates()``
+    /// streams. Later calls do nothing.
     public func stop() async {
+        guard !stopped else { return }
+        stopped = true
         for id in order { await feeds[id]?.stop() }
         broadcast.finish()
+    }
+
+    /// Whether ``stop()`` was called.
+    public var isStopped: Bool { stopped }
+
+    /// Runs the coordinator as a service: starts every feed, and stops them on graceful shutdown
+    /// or cancellation.
+    public func run() async throws {
+        try await start()
+        // Suspends until shutdown is requested; either way, the feeds stop below.
+        try? await gracefulShutdown()
+        await stop()
     }
 
     /// The current state of every feed, in the order they were added.
@@ -109,7 +137,7 @@ public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
 
     /// The current state of every feed, then every change of any feed.
     public func updates() async -> AsyncStream<FeedState> {
-        broadcast.subscribe(initial: await states())
+        broadcast.subscribe(replaying: await states())
     }
 
     /// Applies a connectivity verdict to every feed that has no stream of its own.
@@ -136,6 +164,19 @@ public actor SyncCoordinator<C: Clock> where C.Duration == Duration {
     private func targets(_ id: String?) -> [FeedCoordinator<C>] {
         if let id { return feeds[id].map { [$0] } ?? [] }
         return order.compactMap { feeds[$0] }
+    }
+}
+
+/// Why a ``SyncCoordinator`` refused a call.
+public enum SyncCoordinatorError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The coordinator was stopped; make a new one to sync again.
+    case stopped
+
+    /// A sentence for logs and error output.
+    public var description: String {
+        switch self {
+        case .stopped: "the sync coordinator was stopped; make a new one to sync again"
+        }
     }
 }
 

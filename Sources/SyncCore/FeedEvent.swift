@@ -1,24 +1,24 @@
 /// Identifies one request or one timer, so that answers to cancelled work are recognised.
-public struct FetchToken: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public let value: UInt64
+package struct FetchToken: Sendable, Hashable, Comparable, CustomStringConvertible {
+    package let value: UInt64
 
-    public init(_ value: UInt64) {
+    package init(_ value: UInt64) {
         self.value = value
     }
 
-    public static func < (lhs: FetchToken, rhs: FetchToken) -> Bool { lhs.value < rhs.value }
-    public var description: String { "#\(value)" }
+    package static func < (lhs: FetchToken, rhs: FetchToken) -> Bool { lhs.value < rhs.value }
+    package var description: String { "#\(value)" }
 }
 
 /// A request the machine wants sent.
-public struct FetchRequest: Sendable, Hashable {
-    public var direction: Direction
+package struct FetchRequest: Sendable, Hashable {
+    package var direction: Direction
     /// The cursor to continue from. `nil` for `initial`, and for `newer` when the server never
     /// gave a newer cursor (the feed was empty): then the source's first page is fetched.
-    public var cursor: String?
-    public var token: FetchToken
+    package var cursor: String?
+    package var token: FetchToken
 
-    public init(direction: Direction, cursor: String?, token: FetchToken) {
+    package init(direction: Direction, cursor: String?, token: FetchToken) {
         self.direction = direction
         self.cursor = cursor
         self.token = token
@@ -26,7 +26,7 @@ public struct FetchRequest: Sendable, Hashable {
 }
 
 /// What happens to a feed: triggers, answers, timers and connectivity.
-public enum FeedEvent: Sendable, Hashable {
+package enum FeedEvent: Sendable, Hashable {
     /// The feed starts: the first load, or a refresh of a feed loaded in an earlier run.
     case start
     /// Manual refresh: loads newer items (or retries a failed first load).
@@ -56,7 +56,7 @@ public enum FeedEvent: Sendable, Hashable {
 }
 
 /// What the machine asks its driver (the coordinator) to do.
-public enum FeedEffect: Sendable, Hashable {
+package enum FeedEffect: Sendable, Hashable {
     /// Send a request; answer with `.committed` or `.failed` carrying the same token.
     case fetch(FetchRequest)
     /// Cancel a request in flight; its answer, if any, must not be committed.

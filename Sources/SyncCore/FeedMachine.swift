@@ -20,9 +20,9 @@ import Foundation
 /// - an open ``FeedGap`` (a page-numbered feed got more new items than a page) is loaded before
 ///   anything newer, at most ``SyncConfiguration/gapPageLimit`` pages per trigger; a gap still
 ///   open after that is shown as a newer failure until a later refresh closes it.
-public struct FeedMachine: Sendable {
-    public let feed: String
-    public var configuration: SyncConfiguration
+package struct FeedMachine: Sendable {
+    package let feed: String
+    package var configuration: SyncConfiguration
 
     private var persisted: PersistedFeed
     private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
@@ -64,7 +64,7 @@ public struct FeedMachine: Sendable {
     }
 
     /// A machine for a feed, starting from what the store holds.
-    public init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default) {
+    package init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default) {
         self.feed = feed
         self.persisted = persisted
         self.configuration = configuration
@@ -76,7 +76,7 @@ public struct FeedMachine: Sendable {
     // MARK: Reading
 
     /// The state clients see.
-    public var state: FeedState {
+    package var state: FeedState {
         FeedState(
             feed: feed,
             initial: publicState(.initial),
@@ -94,10 +94,10 @@ public struct FeedMachine: Sendable {
     }
 
     /// The stored feed as last reported by the store.
-    public var persistedFeed: PersistedFeed { persisted }
+    package var persistedFeed: PersistedFeed { persisted }
 
     /// Whether `token` is the request in flight for `direction`: only then may its page be committed.
-    public func isRunning(_ token: FetchToken, in direction: Direction) -> Bool {
+    package func isRunning(_ token: FetchToken, in direction: Direction) -> Bool {
         lane(direction).running == token
     }
 
@@ -107,7 +107,7 @@ public struct FeedMachine: Sendable {
     /// Lets a driver fetch that page while this one is being committed. The machine still
     /// decides: the driver hands the early answer only to a fetch the machine asks for with the
     /// same cursor, and drops it otherwise.
-    public func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
+    package func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
         guard direction != .newer, lane(direction).running == token, !isOffline, !backfillStalled,
               let cursor = page.olderCursor, persisted.itemCount + page.items.count < configuration.backfillDepth,
               !fruitlessCursors.contains(ExactID(cursor)), !(lane(direction).cursor ?? "").isExactly(cursor)
@@ -120,12 +120,12 @@ public struct FeedMachine: Sendable {
     }
 
     /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.
-    public func attempts(_ direction: Direction) -> Int {
+    package func attempts(_ direction: Direction) -> Int {
         lane(direction).attempt
     }
 
     /// Whether `token` is the timer scheduled for `direction`.
-    public func isScheduled(_ token: FetchToken, in direction: Direction) -> Bool {
+    package func isScheduled(_ token: FetchToken, in direction: Direction) -> Bool {
         lane(direction).timer == token
     }
 
@@ -143,7 +143,7 @@ public struct FeedMachine: Sendable {
     // MARK: Events
 
     /// Applies one event at `now`, drawing jitter from `random`, and returns what to do.
-    public mutating func handle<R: RandomSource>(_ event: FeedEvent, now: Date, random: inout R) -> [FeedEffect] {
+    package mutating func handle<R: RandomSource>(_ event: FeedEvent, now: Date, random: inout R) -> [FeedEffect] {
         self.now = now
         effects = []
         switch event {

@@ -2,7 +2,7 @@ import Foundation
 
 extension Duration {
     /// The duration in seconds as a floating-point value (for `Date` arithmetic and scaling).
-    public var secondsValue: Double {
+    package var secondsValue: Double {
         let parts = components
         return Double(parts.seconds) + Double(parts.attoseconds) * 1e-18
     }
@@ -10,7 +10,7 @@ extension Duration {
 
 extension Date {
     /// This date moved by a `Duration`.
-    public func adding(_ duration: Duration) -> Date {
+    package func adding(_ duration: Duration) -> Date {
         addingTimeInterval(duration.secondsValue)
     }
 }

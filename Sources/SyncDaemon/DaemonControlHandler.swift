@@ -1,3 +1,4 @@
+import AsyncBroadcast
 import Foundation
 import SyncControl
 import SyncCoordinator
@@ -8,18 +9,18 @@ import SyncStore
 struct DaemonControlHandler: SyncControlHandler {
     let coordinator: SyncCoordinator<ContinuousClock>
     let store: SQLiteFeedStore
-    let broadcaster: StatusBroadcaster
+    let broadcaster: Broadcast<ControlStatus>
     let feedNames: [String]
 
     func status() async throws -> ControlStatus {
-        guard let current = broadcaster.current else {
+        guard let current = broadcaster.latest else {
             throw SyncControlError.notReady(feed: "*", reason: "syncd is starting")
         }
         return current
     }
 
     func statusUpdates() async -> AsyncStream<ControlStatus> {
-        broadcaster.updates()
+        broadcaster.subscribe()
     }
 
     func refresh(feed: String?) async throws -> [String] {

@@ -1,6 +1,8 @@
+import AsyncBroadcast
 import ConnectivityPolicy
 import Foundation
 import Logging
+import ServiceLifecycle
 import SyncControl
 import SyncCoordinator
 import SyncCore
@@ -8,14 +10,15 @@ import SyncStore
 
 /// Keeps the control interface's status and systemd's STATUS= line current: rebuilds the
 /// status whenever a feed's state or the connectivity verdict changes.
-actor StatusReporter {
+actor StatusReporter: Service {
     private let coordinator: SyncCoordinator<ContinuousClock>
     private let store: SQLiteFeedStore
-    private let broadcaster: StatusBroadcaster
+    private let broadcaster: Broadcast<ControlStatus>
     private let notifier: SystemdNotifier
     private let sources: [String: String]
     private let contentRows: Int
     private let logger: Logger
+    private let verdicts: AsyncStream<Verdict>
     /// The internet at large (any default route): shown, but no feed depends on it.
     private var connectivity: Verdict?
     private var connectivitySince: Date?
@@ -25,9 +28,11 @@ actor StatusReporter {
     private var rowCache: [String: [String: ControlRow]] = [:]
 
     init(
-        coordinator: SyncCoordinator<ContinuousClock>, store: SQLiteFeedStore, broadcaster: StatusBroadcaster,
-        notifier: SystemdNotifier, sources: [String: String], contentRows: Int, logger: Logger
+        coordinator: SyncCoordinator<ContinuousClock>, store: SQLiteFeedStore, broadcaster: Broadcast<ControlStatus>,
+        notifier: SystemdNotifier, sources: [String: String], contentRows: Int,
+        connectivity verdicts: AsyncStream<Verdict>, logger: Logger
     ) {
+        self.verdicts = verdicts
         self.coordinator = coordinator
         self.store = store
         self.broadcaster = broadcaster
@@ -37,12 +42,17 @@ actor StatusReporter {
         self.logger = logger
     }
 
-    /// Follows feed states and `connectivity` until cancelled.
+    /// Follows feed states and the connectivity verdicts until graceful shutdown or cancellation.
     ///
     /// A refresh reads every feed's state afresh, so changes that arrive while one is being
     /// built coalesce into the next: during a backfill that commits a page every few
     /// milliseconds the status is rebuilt as often as it can be, not once per buffered change.
-    func run(connectivity verdicts: AsyncStream<Verdict>) async {
+    func run() async {
+        await cancelWhenGracefulShutdown { await self.follow() }
+    }
+
+    private func follow() async {
+        let verdicts = self.verdicts
         let (pending, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         await withDiscardingTaskGroup { group in
             group.addTask {
@@ -81,7 +91,7 @@ actor StatusReporter {
         // shown beside them, for information only.
         let internet = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
         let status = ControlStatus(version: SyncDaemonService.version, internet: internet, feeds: feeds)
-        broadcaster.publish(status)
+        broadcaster.publishIfChanged(status)
         let line = StatusMapping.statusLine(feeds: states, connectivity: status.connectivity)
         if line != statusLine {
             statusLine = line

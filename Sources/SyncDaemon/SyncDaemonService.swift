@@ -1,3 +1,4 @@
+import AsyncBroadcast
 import ConnectivityCheck
 import ConnectivityPolicy
 import Foundation
@@ -32,6 +33,12 @@ public struct SyncDaemonService: Service {
         self.contentRows = contentRows
     }
 
+    /// Opens the store, starts the monitor and wires every part, then runs them as one
+    /// `ServiceGroup` until graceful shutdown (SIGTERM through the parent group) or a part fails.
+    ///
+    /// Parts start in this order and stop in the reverse one: the monitor, the resolver and the
+    /// per-host ladders, the control server, the status reporter, then the coordinator (started
+    /// only once the socket listens, so a second instance that cannot bind never syncs).
     public func run() async throws {
         notifier.notify("STATUS=starting")
         let store = try openStore()
@@ -45,9 +52,28 @@ public struct SyncDaemonService: Service {
             logger.critical("cannot watch the network", metadata: ["error": "\(error)"])
             throw error
         }
-        defer { monitor.stop() }
 
         let client = HTTPFeedClient(options: .init(connectTimeout: configuration.connectTimeout))
+        let checker = configuration.connectivityCheck.map { check in
+            ConnectivityChecker(
+                configuration: .init(url: check.url, expectedStatus: check.status, expectedBody: check.body, interval: check.interval, timeout: check.timeout),
+                logger: logger
+            )
+        }
+        do {
+            try await runParts(store: store, monitor: monitor, client: client, checker: checker)
+        } catch {
+            await monitor.stop()
+            try? await client.shutdown()
+            try? await checker?.shutdown()
+            throw error
+        }
+        await monitor.stop()
+        try? await client.shutdown()
+        try? await checker?.shutdown()
+    }
+
+    private func runParts(store: SQLiteFeedStore, monitor: NetlinkMonitor, client: HTTPFeedClient, checker: ConnectivityChecker?) async throws {
         let coordinator = SyncCoordinator(store: store, logger: logger)
         let resolver = NameResolver(configuration: .init(refreshInterval: configuration.resolveInterval), logger: logger)
         var reachabilities: [HostReachability<ContinuousClock>] = []
@@ -76,14 +102,8 @@ public struct SyncDaemonService: Service {
             await coordinated.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: addresses.isEmpty ? .internet : .addresses(addresses)))
             sources[feed.name] = feed.http.url.redactedForLog
         }
-        let checker = configuration.connectivityCheck.map { check in
-            ConnectivityChecker(
-                configuration: .init(url: check.url, expectedStatus: check.status, expectedBody: check.body, interval: check.interval, timeout: check.timeout),
-                logger: logger
-            )
-        }
 
-        let broadcaster = StatusBroadcaster()
+        let broadcaster = Broadcast<ControlStatus>(bufferingNewest: 1)
         let handler = DaemonControlHandler(coordinator: coordinator, store: store, broadcaster: broadcaster, feedNames: configuration.feeds.map(\.name))
         let server = SyncControlServer(
             handler: handler,
@@ -92,93 +112,82 @@ public struct SyncDaemonService: Service {
         )
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
-            sources: sources, contentRows: contentRows, logger: logger
+            sources: sources, contentRows: contentRows,
+            connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle),
+            logger: logger
         )
-        let internet = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle)
         // A second view of the internet verdict: reconnects re-resolve names and re-run the check.
         let internetChanges = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle)
+        try prepareSocketDirectory()
 
         let hosts = reachabilities
-        try prepareSocketDirectory()
-        /// Why the daemon's main loop ended.
-        enum Ending: Sendable {
-            case shutdownRequested
-            case controlServerFailed(any Error)
-            case helperEnded
+        let logger = self.logger
+        let socketPath = configuration.controlSocketPath
+        var parts: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: monitor, serviceName: "netlink monitor"),
+            .init(service: UntilShutdown { try await resolver.run() }, serviceName: "name resolver"),
+        ]
+        for (index, reachability) in hosts.enumerated() {
+            parts.append(.init(service: UntilShutdown { await reachability.run() }, serviceName: "reachability \(index)"))
         }
-        let ending = await withTaskGroup(of: Ending.self) { group -> Ending in
-            group.addTask {
-                do {
-                    try await server.run()
-                    return .helperEnded
-                } catch {
-                    return .controlServerFailed(error)
-                }
-            }
-            group.addTask {
-                await reporter.run(connectivity: internet)
-                return .helperEnded
-            }
-            group.addTask {
-                do { try await resolver.run() } catch { logger.error("name resolver failed", metadata: ["error": "\(error)"]) }
-                return .helperEnded
-            }
-            for reachability in hosts {
-                group.addTask {
-                    await reachability.run()
-                    return .helperEnded
-                }
-            }
-            group.addTask {
-                await followInternet(internetChanges, resolver: resolver, checker: checker, reachabilities: hosts)
-                return .helperEnded
-            }
-            if let interval = SystemdNotifier.watchdogInterval() {
-                group.addTask {
-                    await watchdog(every: interval, coordinator: coordinator)
-                    return .helperEnded
-                }
-            }
-            group.addTask {
-                // Until SIGTERM/SIGINT, or until the group is cancelled.
-                try? await gracefulShutdown()
-                return .shutdownRequested
-            }
-            // READY=1 means clients can connect and see a verdict: only once the socket is bound
-            // (a second instance fails here and never reports ready) and the status carries the
-            // connectivity the monitor already knows, not "unknown".
-            let listening = await server.waitUntilListening()
-            if listening {
-                await coordinator.start()
-                await reporter.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: .internet))
-                await reporter.refresh()
-                notifier.notify("READY=1", "STATUS=\(await reporter.statusLine)")
-                logger.info("syncd ready", metadata: ["feeds": "\(configuration.feeds.count)", "socket": "\(configuration.controlSocketPath)"])
-            }
+        parts += [
+            .init(
+                service: UntilShutdown { await self.followInternet(internetChanges, resolver: resolver, checker: checker, reachabilities: hosts) },
+                serviceName: "internet follower"
+            ),
+            .init(
+                service: ClosureService {
+                    do {
+                        try await server.run()
+                    } catch {
+                        logger.critical("control socket failed", metadata: ["socket": "\(socketPath)", "error": "\(error)"])
+                        throw error
+                    }
+                },
+                serviceName: "control server"
+            ),
+            .init(service: reporter, serviceName: "status reporter"),
+            .init(
+                service: ClosureService {
+                    try await self.sync(coordinator: coordinator, server: server, reporter: reporter, broadcaster: broadcaster, monitor: monitor)
+                },
+                serviceName: "coordinator"
+            ),
+        ]
+        if let interval = SystemdNotifier.watchdogInterval() {
+            parts.append(.init(service: UntilShutdown { await self.watchdog(every: interval, coordinator: coordinator) }, serviceName: "watchdog"))
+        }
+        // Nested in the caller's group: its graceful shutdown (SIGTERM) reaches every part here.
+        let group = ServiceGroup(configuration: .init(services: parts, logger: logger))
+        try await group.run()
+    }
 
-            var ending = Ending.helperEnded
-            while let next = await group.next() {
-                ending = next
-                if case .helperEnded = next { continue }
-                break
-            }
-            if listening {
-                notifier.notify("STOPPING=1", "STATUS=stopping")
-                logger.info("syncd stopping")
-            }
-            // In-flight requests are cancelled; a page is committed in one transaction, so a
-            // commit either finished or never happened.
-            await coordinator.stop()
-            broadcaster.finish()
-            group.cancelAll()
-            return ending
+    /// The coordinator's lifetime: started once clients can connect, stopped on shutdown.
+    ///
+    /// READY=1 means clients can connect and see a verdict: only once the socket is bound (a
+    /// second instance fails there and never reports ready) and the status carries the
+    /// connectivity the monitor already knows, not "unknown".
+    private func sync(
+        coordinator: SyncCoordinator<ContinuousClock>, server: SyncControlServer, reporter: StatusReporter,
+        broadcaster: Broadcast<ControlStatus>, monitor: NetlinkMonitor
+    ) async throws {
+        guard await server.waitUntilListening() else {
+            // The server's own failure ends the group and says why.
+            try? await gracefulShutdown()
+            return
         }
-        try? await client.shutdown()
-        try? await checker?.shutdown()
-        if case .controlServerFailed(let error) = ending {
-            logger.critical("control socket failed", metadata: ["socket": "\(configuration.controlSocketPath)", "error": "\(error)"])
-            throw error
-        }
+        try await coordinator.start()
+        await reporter.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: .internet))
+        await reporter.refresh()
+        notifier.notify("READY=1", "STATUS=\(await reporter.statusLine)")
+        logger.info("syncd ready", metadata: ["feeds": "\(configuration.feeds.count)", "socket": "\(configuration.controlSocketPath)"])
+        try? await gracefulShutdown()
+        notifier.notify("STOPPING=1", "STATUS=stopping")
+        logger.info("syncd stopping")
+        // In-flight requests are cancelled; a page is committed in one transaction, so a commit
+        // either finished or never happened.
+        await coordinator.stop()
+        broadcaster.finish()
     }
 
     /// The ladder for one feed's host: its addresses (a literal) or its name, judged by the
@@ -281,6 +290,24 @@ public struct SyncDaemonService: Service {
             _ = await coordinator.feedIDs
             notifier.notify("WATCHDOG=1")
             try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+/// A part that runs until cancelled, as a service that also ends on graceful shutdown.
+struct UntilShutdown: Service {
+    let body: @Sendable () async throws -> Void
+
+    init(_ body: @escaping @Sendable () async throws -> Void) {
+        self.body = body
+    }
+
+    func run() async throws {
+        let body = self.body
+        do {
+            try await cancelWhenGracefulShutdown { try await body() }
+        } catch is CancellationError {
+            // Cancelled for shutdown: the ending asked for.
         }
     }
 }

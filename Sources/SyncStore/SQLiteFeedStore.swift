@@ -11,7 +11,7 @@ import SyncCore
 /// a page that overlaps stored items adds only the new ones.
 public struct SQLiteFeedStore: FeedStore {
     /// Points inside a commit's transaction, for fault-injection tests that kill the process there.
-    public enum CommitStage: String, Sendable, CaseIterable {
+    package enum CommitStage: String, Sendable, CaseIterable {
         /// The transaction is open and nothing is written yet.
         case began
         /// The page's items are written; the cursors are not.
@@ -46,10 +46,16 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
-    /// - Parameter commitHook: called inside each commit's transaction at each ``CommitStage``;
-    ///   only fault-injection tests set it.
+    /// - Parameters:
+    ///   - path: the database file; its directory must exist.
     ///   - retention: per feed, how many items to keep; feeds not named keep everything.
-    public init(path: String, commitHook: (@Sendable (CommitStage) -> Void)? = nil, retention: [String: Retention] = [:]) throws {
+    public init(path: String, retention: [String: Retention] = [:]) throws {
+        try self.init(path: path, commitHook: nil, retention: retention)
+    }
+
+    /// ``init(path:retention:)`` with `commitHook` called inside each commit's transaction at each
+    /// ``CommitStage``: for fault-injection tests that kill the process there.
+    package init(path: String, commitHook: (@Sendable (CommitStage) -> Void)?, retention: [String: Retention] = [:]) throws {
         var configuration = Configuration()
         // Another process (syncctl, a test) may hold the file briefly; wait rather than fail.
         configuration.busyMode = .timeout(10)

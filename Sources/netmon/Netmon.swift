@@ -84,7 +84,7 @@ extension Netmon {
             let topology = try await VethTopology()
             let monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path))
             try await monitor.start()
-            defer { monitor.stop() }
+            // Released on return: a released monitor ends its thread.
             let settle = Duration.milliseconds(Int(self.settle * 1000))
             var verdicts = ConnectivityMonitor.verdicts(from: monitor, settle: settle).makeAsyncIterator()
             print("demo namespace \(topology.client.name): \(VethTopology.clientLink) \(VethTopology.clientAddress)/24, default via \(VethTopology.serverAddress)")

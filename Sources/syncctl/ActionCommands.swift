@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncControl
+import SyncTerminal
 
 /// The shared shape of refresh, older and retry: an optional feed, one call, a short report.
 protocol FeedActionCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncControl
+import SyncTerminal
 
 struct ItemsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "items", abstract: "List stored items of a feed, newest first.")

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import SyncControl
+import SyncTerminal
 
 /// The full-screen loop of `syncctl watch` on a terminal.
 ///

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncControl
+import SyncTerminal
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncControl
+import SyncTerminal
 
 @main
 struct SyncCtl: AsyncParsableCommand {

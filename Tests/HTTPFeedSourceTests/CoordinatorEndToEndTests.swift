@@ -33,7 +33,7 @@ struct CoordinatorEndToEndTests {
                 }
                 let coordinator = SyncCoordinator(store: store, configuration: Self.configuration, clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("home", source: source)
-                await coordinator.start()
+                try await coordinator.start()
 
                 // Items appear while the backfill runs; the refresh below must pick them up.
                 try await server.appendItems(feed: "home", count: 120)
@@ -60,7 +60,7 @@ struct CoordinatorEndToEndTests {
                 let source = try server.source("home", client: client, limit: 50)
                 let coordinator = SyncCoordinator(store: store, configuration: Self.configuration, clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("home", source: source)
-                await coordinator.start()
+                try await coordinator.start()
                 try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 300 }
                 await coordinator.stop()
 
@@ -80,7 +80,7 @@ struct CoordinatorEndToEndTests {
                 let source = try server.source("new", client: client, limit: 10)
                 let coordinator = SyncCoordinator(store: store, configuration: Self.configuration, clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("new", source: source)
-                await coordinator.start()
+                try await coordinator.start()
                 try await waitFor(feed, "the first load") { $0.hasLoaded && !$0.initial.load.isLoading }
                 #expect(await feed.state.isEmpty)
                 try await server.appendItems(feed: "new", count: 45)

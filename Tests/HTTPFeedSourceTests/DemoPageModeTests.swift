@@ -41,7 +41,7 @@ struct DemoPageModeTests {
                 let coordinator = SyncCoordinator(
                     store: store, configuration: .init(reconnectSpread: .zero, backfillDepth: Int.max), clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("issues", source: source)
-                await coordinator.start()
+                try await coordinator.start()
                 try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 40 && !$0.older.load.isLoading }
                 await feed.refresh()
                 try await waitFor(feed, "a refresh with nothing new") { !$0.newer.load.isLoading && $0.newer.load != .idle }

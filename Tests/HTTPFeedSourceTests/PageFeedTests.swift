@@ -28,7 +28,7 @@ struct PageFeedTests {
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
                 let coordinator = SyncCoordinator(store: store, configuration: configuration, clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("issues", source: source)
-                await coordinator.start()
+                try await coordinator.start()
                 try await body(feed, store)
                 await coordinator.stop()
             }
@@ -169,7 +169,7 @@ struct PageFeedTests {
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
                 let coordinator = SyncCoordinator(store: store, configuration: Self.configuration(), clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("issues", source: source)
-                await coordinator.start()
+                try await coordinator.start()
                 try await waitFor(feed, "the first load") { $0.endReached && $0.itemCount == 5 }
                 try await server.add(70)  // three pages of 30 now
                 await feed.refresh()

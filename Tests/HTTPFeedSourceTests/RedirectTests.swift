@@ -67,7 +67,7 @@ struct RedirectTests {
                     store: InMemoryFeedStore(), configuration: .init(retry: RetryPolicy(base: .milliseconds(10), multiplier: 1, cap: .milliseconds(10)), reconnectSpread: .zero),
                     clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("moved", source: source)
-                await coordinator.start()
+                try await coordinator.start()
                 try await waitFor(feed, "the failure") { $0.initial.load.failure != nil }
                 try await Task.sleep(for: .milliseconds(200))
                 let state = await feed.state

@@ -70,7 +70,7 @@ struct TLSTests {
                         store: store, configuration: .init(reconnectSpread: .zero, backfillDepth: Int.max),
                         clock: ContinuousClock(), logger: quietLogger)
                     let feed = try await coordinator.addFeed("secure", source: trusted)
-                    await coordinator.start()
+                    try await coordinator.start()
                     try await waitFor(feed, "backfill to the end") { $0.endReached && !$0.older.load.isLoading }
                     await coordinator.stop()
                     #expect(try await store.items(feed: "secure", offset: 0, limit: 100) == (try await server.items()))

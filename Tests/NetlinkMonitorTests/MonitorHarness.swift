@@ -28,7 +28,6 @@ final class MonitorHarness: Sendable {
 
     deinit {
         consumer.cancel()
-        monitor.stop()
     }
 
     var verdicts: [Verdict] { recorded.values.withLock { $0 } }

@@ -30,7 +30,6 @@ struct HostReachabilityTests {
 
         deinit {
             tasks.withLock { for task in $0 { task.cancel() } }
-            monitor.stop()
         }
 
         /// Follows `reachability`: runs it and records its verdicts.

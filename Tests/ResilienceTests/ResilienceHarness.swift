@@ -77,7 +77,6 @@ final class ResilienceHarness: Sendable {
     }
 
     deinit {
-        monitor.stop()
         close(clientControl)
         close(peerControl)
     }

@@ -17,7 +17,7 @@ struct SyncCoordinatorTests {
         try await coordinator.addFeed("failing", source: failing)
         let good = try await coordinator.addFeed("healthy", source: healthy)
         #expect(await coordinator.feedIDs == ["stuck", "failing", "healthy"])
-        await coordinator.start()
+        try await coordinator.start()
 
         _ = await stuck.call(0)                                  // never answered
         await failing.fail(await failing.call(0).id, FeedError(.httpStatus(404), "not found"))
@@ -47,7 +47,7 @@ struct SyncCoordinatorTests {
         try await coordinator.addFeed("b", source: b)
         let updates = await coordinator.updates()
         await coordinator.connectivityChanged(noCarrier)
-        await coordinator.start()
+        try await coordinator.start()
         var offlineFeeds: Set<String> = []
         for await state in updates where state.offline != nil {
             offlineFeeds.insert(state.feed)

@@ -1,5 +1,6 @@
 import Foundation
 import SyncControl
+import SyncTerminal
 import Testing
 import TestSupport
 

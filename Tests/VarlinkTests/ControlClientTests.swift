@@ -1,3 +1,4 @@
+import AsyncBroadcast
 import Foundation
 import SyncControl
 import Testing
@@ -72,10 +73,10 @@ struct ControlClientTests {
     }
 
     @Test func broadcasterSkipsDuplicatesAndKeepsOnlyTheNewest() async {
-        let broadcaster = StatusBroadcaster(initial: Samples.status())
-        let stream = broadcaster.updates()
-        broadcaster.publish(Samples.status())           // equal: not sent
-        broadcaster.publish(Samples.status(online: false))
+        let broadcaster = Broadcast<ControlStatus>(bufferingNewest: 1, latest: Samples.status())
+        let stream = broadcaster.subscribe()
+        #expect(!broadcaster.publishIfChanged(Samples.status()))  // equal: not sent
+        #expect(broadcaster.publishIfChanged(Samples.status(online: false)))
         var iterator = stream.makeAsyncIterator()
         // bufferingNewest(1): the initial value was replaced by the newest before anyone read.
         let first = await iterator.next()

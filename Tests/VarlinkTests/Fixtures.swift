@@ -1,3 +1,4 @@
+import AsyncBroadcast
 import ConnectivityPolicy
 import Foundation
 import Logging
@@ -8,25 +9,25 @@ import Varlink
 
 /// A handler with canned answers that records the mutating calls it receives.
 final class FakeHandler: SyncControlHandler {
-    let broadcaster: StatusBroadcaster
+    let broadcaster: Broadcast<ControlStatus>
     private let calls = Mutex<[String]>([])
 
     /// Item summaries are `summaryPrefix` followed by the item's number.
     let summaryPrefix: String
 
     init(status: ControlStatus = Samples.status(), summaryPrefix: String = "item ") {
-        broadcaster = StatusBroadcaster(initial: status)
+        broadcaster = Broadcast<ControlStatus>(bufferingNewest: 1, latest: status)
         self.summaryPrefix = summaryPrefix
     }
 
     var recordedCalls: [String] { calls.withLock { $0 } }
 
     func status() async throws -> ControlStatus {
-        broadcaster.current!
+        broadcaster.latest!
     }
 
     func statusUpdates() async -> AsyncStream<ControlStatus> {
-        broadcaster.updates()
+        broadcaster.subscribe()
     }
 
     func refresh(feed: String?) async throws -> [String] { try record("refresh", feed) }

@@ -1,5 +1,6 @@
 import Foundation
 import SyncControl
+import SyncTerminal
 import Testing
 
 /// Feed content cannot control the terminal, and layout counts columns, not characters.

@@ -55,9 +55,9 @@ public actor LinkLatencyRig {
     }
 
     /// Closes sockets and stops the monitor; the namespaces go with the topology.
-    public func shutdown() {
+    public func shutdown() async {
         consumer.cancel()
-        monitor.stop()
+        await monitor.stop()
         listener.close()
         _ = close(control)
     }

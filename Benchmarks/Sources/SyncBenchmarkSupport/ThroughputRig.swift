@@ -136,7 +136,7 @@ public actor ThroughputRig {
         let updates = await coordinator.updates()
         let target = items
         let start = ContinuousClock.now
-        await coordinator.start()
+        try await coordinator.start()
         let outcome: Result<Int, SyncRigError> = await withTaskGroup(of: Result<Int, SyncRigError>?.self) { group in
             group.addTask {
                 for await state in updates {

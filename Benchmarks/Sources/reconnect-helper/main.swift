@@ -169,7 +169,7 @@ func runAgent(url: String, settle: Duration, directory: String) async throws {
             }
         }
     }
-    await coordinator.start()
+    try await coordinator.start()
     for await _ in ready { break }
     emit("ready")
     for await command in stdinLines() {
@@ -184,7 +184,7 @@ func runAgent(url: String, settle: Duration, directory: String) async throws {
     await coordinator.stop()
     stamps.cancel()
     states.cancel()
-    monitor.stop()
+    await monitor.stop()
     try? await client.shutdown()
 }
 

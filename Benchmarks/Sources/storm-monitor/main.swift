@@ -58,4 +58,4 @@ while let line = readLine() {
     reply(String(decoding: try encoder.encode(answer), as: UTF8.self))
 }
 consumer.cancel()
-monitor.stop()
+await monitor.stop()

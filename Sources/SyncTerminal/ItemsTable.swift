@@ -1,3 +1,4 @@
+import SyncControl
 /// `syncctl items`: id and summary per line, then how to get the next page.
 public enum ItemsTable {
     public static func render(_ page: ControlItemPage, feed: String, style: TerminalStyle) -> String {

@@ -1,3 +1,4 @@
+import SyncControl
 /// Error messages rearranged for a line that may be cut at the terminal's edge.
 ///
 /// Feed errors read `GET https://host/very/long/path: HTTP 404 Not Found`; cut at 60 columns,

@@ -1,3 +1,4 @@
+import SyncControl
 import Foundation
 
 /// `syncctl status`: a dot and a vertical table, like `networkctl status`.

@@ -1,14 +1,15 @@
 import DemoFeedServer
 import Foundation
 import Logging
+import SyncDaemon
 
 /// The embedded default: syncd with no configuration file syncs a bundled demo feed.
-public enum DemoDefaults {
-    public static let feedName = "demo"
-    public static let directory = "/tmp/syncd-demo"
+enum DemoDefaults {
+    static let feedName = "demo"
+    static let directory = "/tmp/syncd-demo"
 
     /// A demo feed of 1,000 items, gaining one every two seconds, on a free loopback port.
-    public static func server(logger: Logger) throws -> DemoFeedServer {
+    static func server(logger: Logger) throws -> DemoFeedServer {
         var configuration = DemoFeedServer.Configuration()
         configuration.host = "127.0.0.1"
         configuration.port = 0
@@ -17,7 +18,7 @@ public enum DemoDefaults {
     }
 
     /// The daemon configuration for the demo; `port` is the demo server's.
-    public static func configuration(port: Int = 8080, overriding base: DaemonConfiguration? = nil) -> DaemonConfiguration {
+    static func configuration(port: Int = 8080, overriding base: DaemonConfiguration? = nil) -> DaemonConfiguration {
         var configuration = base ?? DaemonConfiguration()
         if base == nil {
             configuration.storePath = "\(directory)/syncd.sqlite"

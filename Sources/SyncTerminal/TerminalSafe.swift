@@ -1,3 +1,4 @@
+import SyncControl
 /// The wire types with every string passed through ``TerminalText/sanitize(_:)``.
 ///
 /// Renderers call these once on their input instead of remembering each field that may carry

@@ -1,3 +1,4 @@
+import SyncControl
 import Foundation
 
 /// Times as systemd tools print them: an absolute stamp and a relative span

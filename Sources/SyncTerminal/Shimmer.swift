@@ -1,3 +1,4 @@
+import SyncControl
 /// The skeleton shimmer: a soft highlight sweeping left to right.
 ///
 /// Every skeleton row is drawn from the same phase, so the highlight crosses all rows in step

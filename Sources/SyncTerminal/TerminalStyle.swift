@@ -1,3 +1,4 @@
+import SyncControl
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import SyncControl
 /// Text drawn from feed content, made safe to print and measured in terminal columns.
 ///
 /// Feed content is untrusted: a summary, an id or an error message a server chose must never

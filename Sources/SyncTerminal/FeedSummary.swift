@@ -1,3 +1,4 @@
+import SyncControl
 /// One word for a feed's overall condition, and the colour of its dot.
 public enum FeedCondition: String, Sendable, Hashable {
     case failed, paused, loading, degraded, empty, synced, idle

@@ -1,3 +1,4 @@
+import SyncControl
 import Foundation
 
 /// One frame of `syncctl watch`, drawn from the presentation model.
