@@ -253,7 +253,12 @@ let package = Package(
         .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]),
         .testTarget(
             name: "NetlinkMonitorTests",
-            dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]
+            dependencies: [
+                "NetlinkMonitor", "ConnectivityPolicy", "TestSupport",
+                .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "SyncCoreTests",
@@ -265,7 +270,7 @@ let package = Package(
         .testTarget(
             name: "SyncCoordinatorTests",
             dependencies: [
-                "SyncCoordinator", "SyncCore", "ConnectivityPolicy", "SyncStore",
+                "SyncCoordinator", "SyncCore", "ConnectivityPolicy", "SyncStore", "TestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
             ]
         ),

@@ -60,7 +60,8 @@ public final class HTTPFeedClient: Sendable {
     ///
     /// The client's own configuration applies (timeouts, redirects, decompression): feed sources
     /// follow redirects themselves, so give it `redirectConfiguration: .disallow` for the same
-    /// checks as a pool of its own. `options` only describes it to the sources.
+    /// checks as a pool of its own. `options` only describes it to the sources: with
+    /// `decompression` set they ask for gzip, so the client must then decompress.
     public init(sharing client: HTTPClient, options: Options = Options()) {
         self.options = options
         self.http = client

@@ -144,6 +144,9 @@ public final class NetlinkMonitor: Sendable, Service {
     /// The latest snapshot of the kernel's tables.
     public var snapshot: NetworkSnapshot { core.state.withLock { $0.snapshot } }
 
+    /// The kernel's id of the monitor's thread while it runs: tests check that it ends.
+    package var threadID: Int32? { core.state.withLock { $0.threadID } }
+
     /// Counters since the first start.
     public var statistics: Statistics { core.state.withLock { $0.statistics } }
 
@@ -246,6 +249,7 @@ final class MonitorCore: Sendable {
 
     struct State: ~Copyable {
         var phase = Phase.idle
+        var threadID: Int32?
         var snapshot = NetworkSnapshot()
         var statistics = NetlinkMonitor.Statistics()
         /// Snapshot streams of the current run; replaced when a stopped monitor starts again.
@@ -300,6 +304,8 @@ final class MonitorCore: Sendable {
                 // The thread holds the core, not the monitor: releasing the monitor stops it.
                 let thread = Thread { [self] in
                     _ = syncd_set_thread_name("syncd-netlink")
+                    let tid = syncd_gettid()
+                    state.withLock { $0.threadID = tid }
                     let loop: NetlinkEventLoop
                     do {
                         loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
@@ -394,6 +400,7 @@ final class MonitorCore: Sendable {
             if state.wakeFD >= 0 { close(state.wakeFD) }
             state.wakeFD = -1
             state.phase = .idle
+            state.threadID = nil
             state.finished = true
             defer {
                 state.observers = [:]

@@ -1,6 +1,7 @@
 import DemoFeedServer
 import Foundation
 import HTTPFeedSource
+import TestSupport
 import Testing
 
 @Suite("Demo feed server: protocol, admin API, lifecycle")
@@ -143,7 +144,7 @@ struct DemoFeedServerTests {
         let feed = FeedDefinition(name: "live", initialCount: 0, itemsPerSecond: 200)
         try await withFeedServer(.init(feeds: [feed], tickInterval: .milliseconds(20))) { server, _ in
             // Waits for growth rather than timing it: the assertion is only that items appear.
-            while try await server.items(feed: "live").count < 5 { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitUntil("the live feed grew to 5 items") { try await server.items(feed: "live").count >= 5 }
             let items = try await server.items(feed: "live")
             #expect(items.map(\.id) == (1...items.count).map(id))
         }
@@ -157,7 +158,7 @@ struct DemoFeedServerTests {
         let url = try #require(server.feedURL("home"))
         let stalled = Task { try? await rawRequest(url + "?fault=stall") }
         let stalledBody = Task { try? await rawRequest(url + "?fault=stall:body") }
-        while await server.stalledRequestCount() < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        try await waitUntil("two requests stalled") { await server.stalledRequestCount() >= 2 }
         await server.stop()
         _ = await stalled.value
         _ = await stalledBody.value

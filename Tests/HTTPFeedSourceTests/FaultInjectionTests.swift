@@ -130,7 +130,7 @@ struct FaultInjectionTests {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 5)])) { server, client in
             let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = .seconds(60) }
             let task = Task { try await source.fetchInitial() }
-            while await server.stalledRequestCount() == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil("a request stalled") { await server.stalledRequestCount() > 0 }
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
         }

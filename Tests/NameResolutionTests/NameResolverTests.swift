@@ -2,6 +2,7 @@ import ConnectivityPolicy
 import Foundation
 import NameResolution
 import Synchronization
+import TestSupport
 import Testing
 
 /// A lookup whose answer the test sets, counting its calls.
@@ -157,18 +158,11 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
             Issue.record("the resolver's thread did not say who it is")
             return
         }
-        #expect(Self.name(of: tid) == "syncd-resolver")
+        #expect(ProcessThreads.name(of: tid) == "syncd-resolver")
         running.cancel()
         _ = await running.result
         #expect(await iterator.next() == nil, "the stream ends with run()")
         // The thread resumes run() as its last act; give it the moment to return.
-        let deadline = ContinuousClock.now + .seconds(5)
-        while Self.name(of: tid) != nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(Self.name(of: tid) == nil, "the resolver's thread is gone")
-    }
-
-    /// The name of this process's thread `tid`, `nil` when it no longer exists.
-    static func name(of tid: Int32) -> String? {
-        (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await ProcessThreads.waitUntilGone(tid), "the resolver's thread is gone")
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 import SyncCore
 import SyncCoordinator
 import SyncStore
+import TestSupport
 import Testing
 
 /// The coordinator with a TestClock: no test sleeps on real time; every wait is for an event.
@@ -106,7 +107,7 @@ struct FeedCoordinatorTests {
         await feed.connectivityChanged(noCarrier)
         await source.waitUntilCancelled(0)
         await source.respond(0, page(["late"], older: nil, newer: "late"))
-        while await feed.droppedAnswers == 0 { await Task.yield() }
+        try await waitUntil("the late answer was dropped") { await feed.droppedAnswers > 0 }
         #expect(try await store.load(feed: "home") == .fresh)
         #expect(await feed.state.hasLoaded == false)
         await feed.connectivityChanged(online)

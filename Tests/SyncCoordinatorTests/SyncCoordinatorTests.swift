@@ -65,4 +65,33 @@ struct SyncCoordinatorTests {
         #expect(await late.state.initial.paused)
         await coordinator.stop()
     }
+
+    @Test func stopIsFinal() async throws {
+        let coordinator = SyncCoordinator(store: InMemoryFeedStore(), configuration: .init(reconnectSpread: .zero),
+                                          clock: TestClock<Duration>(), random: SeededRandomSource(seed: 3), wallOrigin: origin)
+        let source = ScriptedSource()
+        try await coordinator.addFeed("a", source: source)
+        try await coordinator.start()
+        _ = await source.call(0)
+        await coordinator.stop()
+        #expect(await coordinator.isStopped)
+        await #expect(throws: SyncCoordinatorError.stopped) { try await coordinator.start() }
+        await #expect(throws: SyncCoordinatorError.stopped) { try await coordinator.addFeed("b", source: ScriptedSource()) }
+        var updates = await coordinator.updates().makeAsyncIterator()
+        // A stopped coordinator's stream replays the states it has and then ends.
+        while await updates.next() != nil {}
+        #expect(await coordinator.feedIDs == ["a"])
+    }
+
+    @Test func runStartsTheFeedsAndStopsThemWhenCancelled() async throws {
+        let coordinator = SyncCoordinator(store: InMemoryFeedStore(), configuration: .init(reconnectSpread: .zero),
+                                          clock: TestClock<Duration>(), random: SeededRandomSource(seed: 4), wallOrigin: origin)
+        let source = ScriptedSource()
+        try await coordinator.addFeed("a", source: source)
+        let running = Task { try await coordinator.run() }
+        #expect(await source.call(0).direction == "initial", "run() started the feed")
+        running.cancel()
+        try await running.value
+        #expect(await coordinator.isStopped)
+    }
 }

@@ -121,7 +121,7 @@ struct ConnectionSlotTests {
                 try await connection.sendRaw(Array(try VarlinkCall(method: "io.syncd.GetStatus").encoded()))
             }
             #expect(try await Self.slotsDrain(server) == 0)
-            while handler.broadcaster.subscriberCount > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil("the watch subscriptions ended") { handler.broadcaster.subscriberCount == 0 }
         }
     }
 }

@@ -107,7 +107,7 @@ struct SyncctlCommandTests {
         let handler = FakeHandler()
         let result = try await withControlServer(handler: handler) { path in
             async let run = Self.syncctl(["watch", "--socket", path], environment: ["COLUMNS": "70", "LINES": "30"])
-            while handler.broadcaster.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil("syncctl subscribed") { handler.broadcaster.subscriberCount > 0 }
             handler.broadcaster.publish(Samples.status(online: false))
             handler.broadcaster.finish()
             return try await run
@@ -139,7 +139,7 @@ struct SyncctlCommandTests {
             #expect(page.items.first?.summary == TerminalSafetyTests.hostile + "5")
 
             async let watch = Self.syncctl(["watch", "--socket", path], environment: ["COLUMNS": "60", "LINES": "30"])
-            while handler.broadcaster.subscriberCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil("syncctl subscribed") { handler.broadcaster.subscriberCount > 0 }
             handler.broadcaster.finish()
             let watched = try await watch
             #expect(watched.stdout.contains("evil"))

@@ -30,10 +30,27 @@ struct SystemdUnitTests {
         #expect(score <= 2.0, "\(line)")
     }
 
+    /// systemd-analyze's own gate (`--threshold`, in tenths) passes the unit, and fails a copy
+    /// with the hardening taken out: the gate is live, not a command whose exit nobody reads.
     @Test func securityThresholdGate() async throws {
-        // The same bound enforced by systemd-analyze itself (threshold is in tenths).
         let service = Self.unitDirectory.appendingPathComponent("syncd.service").path
-        _ = try await runCommand(["systemd-analyze", "security", "--offline=true", "--threshold=20", "--no-pager", service])
+        #expect(try await Self.securityGateExit(service) == 0)
+
+        let hardened = try String(contentsOfFile: service, encoding: .utf8)
+        let weakened = hardened.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { line in !["Protect", "Restrict", "SystemCallFilter", "CapabilityBoundingSet", "NoNewPrivileges", "Private", "User=", "LockPersonality", "MemoryDeny"].contains { line.hasPrefix($0) } }
+            .joined(separator: "\n")
+        #expect(weakened != hardened)
+        let directory = try await makeScratchRoot()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let copy = directory + "/syncd.service"
+        try weakened.write(toFile: copy, atomically: true, encoding: .utf8)
+        #expect(try await Self.securityGateExit(copy) != 0)
+    }
+
+    private static func securityGateExit(_ unit: String) async throws -> Int {
+        let output = try await runCommand(["sh", "-c", "systemd-analyze security --offline=true --threshold=20 --no-pager \"$1\" >/dev/null 2>&1; echo $?", "sh", unit])
+        return try #require(Int(output.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
     @Test func unitKeepsTheRequiredSettings() throws {

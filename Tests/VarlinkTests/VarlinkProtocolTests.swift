@@ -1,5 +1,6 @@
 import Foundation
 import SyncControl
+import TestSupport
 import Testing
 import Varlink
 import Logging
@@ -160,7 +161,7 @@ struct VarlinkProtocolTests {
             try await VarlinkClient(socketPath: path).withConnection { connection in
                 try await connection.callMore("io.syncd.Watch") { _ in false }
             }
-            while handler.broadcaster.subscriberCount > 0 { await Task.yield() }
+            try await waitUntil("the watch subscription ended") { handler.broadcaster.subscriberCount == 0 }
             #expect(handler.broadcaster.subscriberCount == 0)
         }
     }

@@ -1,0 +1,19 @@
+/// A poll that gave up: the condition never held within the time limit.
+public struct WaitTimedOut: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Polls `condition` every `interval` until it holds; throws ``WaitTimedOut`` (naming `what`)
+/// after `timeout`, so a test whose condition never comes true fails instead of hanging the run.
+public func waitUntil(
+    _ what: String,
+    timeout: Duration = .seconds(10),
+    interval: Duration = .milliseconds(10),
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw WaitTimedOut(description: "timed out after \(timeout) waiting until \(what)") }
+        try await Task.sleep(for: interval)
+    }
+}
