@@ -49,15 +49,16 @@ public struct LinkInfo: Sendable, Hashable, Codable {
 
     public var isLoopback: Bool { flags.contains(.loopback) }
 
-    /// systemd-networkd's carrier rule: operstate UP, or UNKNOWN with LOWER_UP or RUNNING
-    /// (drivers that never report an operstate), and never DORMANT.
+    /// systemd-networkd's carrier rule (`netif_has_carrier`): operstate UP, or UNKNOWN with both
+    /// LOWER_UP and RUNNING (drivers that never report an operstate) and not DORMANT; and, unlike
+    /// networkd, the link must be administratively UP.
     public var hasCarrier: Bool {
         guard flags.contains(.up), !flags.contains(.dormant) else { return false }
         switch operState {
         case .up:
             return true
         case .unknown:
-            return flags.contains(.lowerUp) || flags.contains(.running)
+            return flags.isSuperset(of: [.lowerUp, .running])
         default:
             return false
         }

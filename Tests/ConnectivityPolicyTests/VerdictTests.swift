@@ -36,11 +36,13 @@ extension Verdict {
 
 @Suite struct CarrierRuleTests {
     @Test(arguments: [
-        // (flags, operstate, expected) following systemd-networkd's link_has_carrier()
+        // (flags, operstate, expected) following systemd-networkd's netif_has_carrier(): with
+        // operstate UNKNOWN it takes LOWER_UP and RUNNING together.
         (LinkFlags([.up, .running, .lowerUp]), OperState.up, true),
         (LinkFlags([.up]), OperState.up, true),
-        (LinkFlags([.up, .lowerUp]), OperState.unknown, true),
-        (LinkFlags([.up, .running]), OperState.unknown, true),
+        (LinkFlags([.up, .running, .lowerUp]), OperState.unknown, true),
+        (LinkFlags([.up, .lowerUp]), OperState.unknown, false),
+        (LinkFlags([.up, .running]), OperState.unknown, false),
         (LinkFlags([.up]), OperState.unknown, false),
         (LinkFlags([.up, .running, .lowerUp, .dormant]), OperState.unknown, false),
         (LinkFlags([.up, .running, .lowerUp]), OperState.dormant, false),
@@ -131,7 +133,8 @@ extension Verdict {
 
     @Test func moreSpecificRouteCoversTheDestination() {
         var net = Net()
-        net.links.append(LinkInfo(index: 3, name: "wg0", flags: [.up, .running], operState: .unknown))
+        // As the kernel reports a WireGuard link: no operstate, RUNNING and LOWER_UP.
+        net.links.append(LinkInfo(index: 3, name: "wg0", flags: [.up, .running, .lowerUp], operState: .unknown))
         net.addresses.append(AddressInfo(linkIndex: 3, address: IPAddress("10.8.0.2")!, prefixLength: 24, scope: .universe, flags: []))
         net.routes.append(RouteInfo(destination: IPPrefix("198.51.100.0/24")!, nextHops: [NextHop(linkIndex: 3)]))
         #expect(net.verdict(.addresses([IPAddress("198.51.100.9")!])).link == "wg0")

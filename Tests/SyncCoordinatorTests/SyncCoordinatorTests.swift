@@ -94,4 +94,18 @@ struct SyncCoordinatorTests {
         try await running.value
         #expect(await coordinator.isStopped)
     }
+
+    @Test func itemUpdatesFollowTheStore() async throws {
+        let coordinator = SyncCoordinator(store: InMemoryFeedStore(), configuration: .init(reconnectSpread: .zero),
+                                          clock: TestClock<Duration>(), random: SeededRandomSource(seed: 5), wallOrigin: origin)
+        let source = ScriptedSource()
+        let feed = try await coordinator.addFeed("a", source: source)
+        var items = await feed.itemUpdates(limit: 2).makeAsyncIterator()
+        #expect(await items.next()?.isEmpty == true, "first the (empty) store")
+        try await coordinator.start()
+        await source.respond(await source.call(0).id, page(["3", "2", "1"], older: nil, newer: "3"))
+        #expect(await items.next()?.map(\.id) == ["3", "2"], "then the newest two once the page landed")
+        await coordinator.stop()
+        #expect(await items.next() == nil, "and the stream ends with the feed")
+    }
 }
