@@ -20,6 +20,7 @@ public struct ConnectivityCheckConfiguration: Sendable, Hashable {
     /// The whole check's time limit.
     public var timeout: Duration
 
+    /// A check of `url`; by default every 5 minutes, with 10 seconds to answer.
     public init(url: URL, expectedStatus: Int? = nil, expectedBody: String? = nil, interval: Duration = .seconds(300), timeout: Duration = .seconds(10)) {
         self.url = url
         self.expectedStatus = expectedStatus
@@ -42,6 +43,7 @@ public enum ConnectivityCheckResult: Sendable, Hashable, CustomStringConvertible
     /// Nothing answered: the reason in words ("connection timed out", "connection refused").
     case noAnswer(String)
 
+    /// The result in words for logs: `full`, `portal at <url>`, `no answer: <reason>`.
     public var description: String {
         switch self {
         case .full: "full"
@@ -145,6 +147,7 @@ public enum ServerProbeResult: Sendable, Hashable, CustomStringConvertible {
     /// Nothing answered: timed out, host or network unreachable.
     case unreachable(String)
 
+    /// The result in words for logs: `answered`, `refused`, `unreachable: <reason>`.
     public var description: String {
         switch self {
         case .answered: "answered"

@@ -6,12 +6,15 @@ import Darwin
 
 /// An IP address family.
 public enum AddressFamily: String, Sendable, Hashable, Codable, CaseIterable {
+    /// IPv4 (`AF_INET`): 4-byte addresses.
     case ipv4
+    /// IPv6 (`AF_INET6`): 16-byte addresses.
     case ipv6
 }
 
 /// An IPv4 or IPv6 address, stored inline (no heap allocation) so that large route tables stay small.
 public struct IPAddress: Sendable, Hashable, Codable, Comparable, CustomStringConvertible {
+    /// Whether this is an IPv4 or an IPv6 address.
     public let family: AddressFamily
     /// The first 8 bytes in network order (an IPv4 address sits in the top 4 bytes).
     private let high: UInt64
@@ -80,6 +83,7 @@ public struct IPAddress: Sendable, Hashable, Codable, Comparable, CustomStringCo
         return high & highMask == other.high & highMask && low & lowMask == other.low & lowMask
     }
 
+    /// The textual form as `inet_ntop` writes it (`192.0.2.1`, `2001:db8::1`).
     public var description: String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         let af = family == .ipv4 ? AF_INET : AF_INET6
@@ -91,10 +95,12 @@ public struct IPAddress: Sendable, Hashable, Codable, Comparable, CustomStringCo
         return String(decoding: buffer[..<end].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// IPv4 before IPv6, then by the bytes in network order: the canonical order of snapshots.
     public static func < (lhs: IPAddress, rhs: IPAddress) -> Bool {
         (lhs.family == .ipv4 ? 0 : 1, lhs.high, lhs.low) < (rhs.family == .ipv4 ? 0 : 1, rhs.high, rhs.low)
     }
 
+    /// Decodes the textual form; anything that does not parse is a data-corrupted error.
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let address = IPAddress(text) else {
@@ -103,6 +109,7 @@ public struct IPAddress: Sendable, Hashable, Codable, Comparable, CustomStringCo
         self = address
     }
 
+    /// Encodes the textual form (``description``), not the bytes.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
@@ -111,9 +118,12 @@ public struct IPAddress: Sendable, Hashable, Codable, Comparable, CustomStringCo
 
 /// An address prefix such as `10.0.0.0/8` or `::/0`.
 public struct IPPrefix: Sendable, Hashable, Codable, Comparable, CustomStringConvertible {
+    /// The network address; bits past ``length`` are kept as given, not zeroed.
     public var address: IPAddress
+    /// The number of leading bits that count: 0 to 32 for IPv4, 0 to 128 for IPv6.
     public var length: Int
 
+    /// A prefix of `length` bits of `address`; the length is clamped to the family's range.
     public init(address: IPAddress, length: Int) {
         self.address = address
         self.length = max(0, min(length, address.family == .ipv4 ? 32 : 128))
@@ -136,7 +146,9 @@ public struct IPPrefix: Sendable, Hashable, Codable, Comparable, CustomStringCon
         IPPrefix(address: .zero(family), length: 0)
     }
 
+    /// The family of the prefix's address.
     public var family: AddressFamily { address.family }
+    /// A zero-length prefix (`0.0.0.0/0`, `::/0`): what a default route covers.
     public var isDefault: Bool { length == 0 }
 
     /// Whether `other` lies inside this prefix.
@@ -144,8 +156,10 @@ public struct IPPrefix: Sendable, Hashable, Codable, Comparable, CustomStringCon
         other.family == family && address.sharesPrefix(of: length, with: other)
     }
 
+    /// The `address/length` form, e.g. `10.0.0.0/8`.
     public var description: String { "\(address)/\(length)" }
 
+    /// By address, then shorter prefixes first: the canonical order of snapshots.
     public static func < (lhs: IPPrefix, rhs: IPPrefix) -> Bool {
         (lhs.address, lhs.length) < (rhs.address, rhs.length)
     }

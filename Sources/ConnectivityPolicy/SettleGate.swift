@@ -18,12 +18,14 @@ public struct SettleGate<Instant: InstantProtocol>: Sendable where Instant.Durat
         case none
     }
 
+    /// How long an online verdict (or a new offline reason) must hold before it is published; zero or less publishes at once.
     public let settle: Duration
     /// The last verdict published, `nil` before the first.
     public private(set) var published: Verdict?
     /// An online verdict waiting for its settle period.
     public private(set) var pending: (verdict: Verdict, due: Instant)?
 
+    /// A gate that has published nothing yet: the first verdict it observes is published at once.
     public init(settle: Duration) {
         self.settle = settle
     }

@@ -19,8 +19,10 @@ public enum OfflineReason: String, Sendable, Hashable, Codable, Comparable, Cust
         }
     }
 
+    /// Less progress first: ``noCarrier`` < ``noAddress`` < ``noRoute`` < ``blocked``.
     public static func < (lhs: OfflineReason, rhs: OfflineReason) -> Bool { lhs.rank < rhs.rank }
 
+    /// The reason in words for people, e.g. `no route to host`.
     public var description: String {
         switch self {
         case .noCarrier: "no carrier"
@@ -49,8 +51,10 @@ public enum LimitedReason: String, Sendable, Hashable, Codable, Comparable, Cust
         }
     }
 
+    /// Less progress first: ``dnsFailed`` < ``portal`` < ``serverUnreachable``.
     public static func < (lhs: LimitedReason, rhs: LimitedReason) -> Bool { lhs.rank < rhs.rank }
 
+    /// The reason in words for people, e.g. `captive portal`.
     public var description: String {
         switch self {
         case .dnsFailed: "name resolution failed"
@@ -77,6 +81,7 @@ public struct Limitation: Sendable, Hashable, Codable, CustomStringConvertible {
         self.path = path
     }
 
+    /// The reason's code and the evidence, e.g. `dns-failed: feed.example: Name or service not known`.
     public var description: String { "\(reason.rawValue): \(detail)" }
 }
 
@@ -111,6 +116,7 @@ public enum Destination: Sendable, Hashable, Codable, CustomStringConvertible {
         return []
     }
 
+    /// For logs: `internet`, the addresses comma-separated, or the host name.
     public var description: String {
         switch self {
         case .internet: "internet"
@@ -124,12 +130,16 @@ public enum Destination: Sendable, Hashable, Codable, CustomStringConvertible {
 public struct OnlinePath: Sendable, Hashable, Codable {
     /// Interface name of the outgoing link.
     public var link: String
+    /// Interface index of the outgoing link.
     public var linkIndex: Int32
+    /// The address family the destination is reached over.
     public var family: AddressFamily
     /// The route that was chosen.
     public var route: IPPrefix
+    /// The router traffic goes through; `nil` when the destination is on the link (or on this machine).
     public var gateway: IPAddress?
 
+    /// A path out of `link` by `route`, through `gateway` when there is one.
     public init(link: String, linkIndex: Int32, family: AddressFamily, route: IPPrefix, gateway: IPAddress?) {
         self.link = link
         self.linkIndex = linkIndex
@@ -149,6 +159,7 @@ public enum Verdict: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The kernel has no usable path to the destination.
     case offline(OfflineReason)
 
+    /// Whether the destination is fully reachable; limited and offline both say no.
     public var isOnline: Bool {
         if case .online = self { return true }
         return false
@@ -170,6 +181,7 @@ public enum Verdict: Sendable, Hashable, Codable, CustomStringConvertible {
         return .limited(limitation)
     }
 
+    /// For logs, e.g. `online via wlan0 (ipv4)`, `limited: portal (…)`, `offline: no carrier`.
     public var description: String {
         switch self {
         case .online(let path): "online via \(path.link) (\(path.family.rawValue))"

@@ -10,8 +10,11 @@ public struct BearerToken: Sendable, Hashable, CustomStringConvertible, CustomDe
         secret = token.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Always `<redacted>`: the secret never reaches a log line.
     public var description: String { "<redacted>" }
+    /// Always `BearerToken(<redacted>)`, so debug output hides the secret too.
     public var debugDescription: String { "BearerToken(<redacted>)" }
+    /// A mirror without children, so `dump` and debuggers cannot show the secret.
     public var customMirror: Mirror { Mirror(self, children: [:]) }
 }
 
@@ -23,6 +26,7 @@ public enum FeedAuthorization: Sendable, Hashable, CustomStringConvertible {
     /// so a rotated token is picked up without a restart (systemd credentials, Kubernetes secrets).
     case bearerTokenFile(path: String)
 
+    /// Where the token comes from, never the token: safe for logs.
     public var description: String {
         switch self {
         case .bearer: return "bearer token <redacted>"

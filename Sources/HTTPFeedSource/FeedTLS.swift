@@ -12,6 +12,7 @@ public struct FeedTLS: Sendable, Hashable {
     /// PEM file of the client certificate's private key; `nil` reads it from ``certificateFile``.
     public var keyFile: String?
 
+    /// TLS settings from PEM file paths; all `nil` is the system trust store and no client certificate.
     public init(caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
         self.caFile = caFile
         self.certificateFile = certificateFile

@@ -19,6 +19,7 @@ public final class HTTPFeedClient: Sendable {
         /// source's own ``HTTPFeedConfiguration/maxBodyBytes`` is usually lower.
         public var maxDecompressedBytes: Int
 
+        /// Pool settings: 10 seconds to connect, decompression on, at most 64 MiB decompressed.
         public init(connectTimeout: Duration = .seconds(10), decompression: Bool = true, maxDecompressedBytes: Int = 64 << 20) {
             self.connectTimeout = connectTimeout
             self.decompression = decompression

@@ -45,6 +45,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
     /// A private CA and a client certificate; `nil` trusts the system store and sends none.
     public var tls: FeedTLS?
 
+    /// A feed at `url`; `pagination` `nil` picks one from the URL (``FeedPagination/detect(for:)``). Not checked here: see ``validate()``.
     public init(
         url: URL,
         idField: String = "id",
@@ -77,6 +78,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         guard maxBodyBytes > 0 else { throw FeedError(.other, "the body size limit must be positive") }
     }
 
+    /// For logs: the URL redacted and the token hidden.
     public var description: String {
         "HTTPFeedConfiguration(url: \(url.redactedForLog), idField: \(idField), "
             + "authorization: \(authorization.map(String.init(describing:)) ?? "none"), "

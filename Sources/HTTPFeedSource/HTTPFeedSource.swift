@@ -22,6 +22,7 @@ import Synchronization
 ///
 /// Items are the elements of the JSON array body, stored byte for byte.
 public struct HTTPFeedSource: FeedSource {
+    /// The feed this source reads, as validated at creation.
     public let configuration: HTTPFeedConfiguration
     private let client: HTTPFeedClient
     private let parser: JSONPageParser
@@ -43,6 +44,7 @@ public struct HTTPFeedSource: FeedSource {
         self.tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
     }
 
+    /// The configured URL's page; its `next` link is the older cursor, and the newer one follows ``FeedPagination``.
     public func fetchInitial() async throws -> FeedPage {
         // A page feed's refresh asks for this URL again: its validators make that a 304.
         let response = try await fetch(configuration.url, remember: true)
@@ -56,6 +58,7 @@ public struct HTTPFeedSource: FeedSource {
         return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
     }
 
+    /// The page at `cursor` (a `next` link URL); the newer cursor is left where it was.
     public func fetchOlder(cursor: String) async throws -> FeedPage {
         let response = try await fetch(try cursorURL(cursor))
         // The older page's prev link points back into items already stored; the newer cursor
@@ -66,6 +69,7 @@ public struct HTTPFeedSource: FeedSource {
             newerCursor: nil)
     }
 
+    /// The page at `cursor`, sent conditionally when it is a refresh, so a 304 is an empty page: caught up.
     public func fetchNewer(cursor: String) async throws -> FeedPage {
         let url = try cursorURL(cursor)
         let response = try await fetch(url, conditional: isRefresh(url))

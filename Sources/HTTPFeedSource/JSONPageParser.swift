@@ -14,6 +14,7 @@ public struct JSONPageParser: Sendable {
     /// Deeper nesting is rejected instead of risking the stack.
     public var maxDepth = 256
 
+    /// A parser that reads each item's id from `idField`.
     public init(idField: String = "id") {
         self.idField = idField
     }

@@ -16,10 +16,12 @@ public struct WebLink: Sendable, Hashable {
 /// request URL; unparseable links are skipped rather than failing the page, because a page is
 /// still usable without them and the absence of `next` already has a meaning (the end).
 public enum LinkHeader {
+    /// The links of every `Link` header of a response, in order; `base` is the request URL.
     public static func parse(_ values: [String], base: URL) -> [WebLink] {
         values.flatMap { parse($0, base: base) }
     }
 
+    /// The links of one `Link` header value; relative targets are resolved against `base`, the request URL.
     public static func parse(_ value: String, base: URL) -> [WebLink] {
         var scanner = Scanner(Array(value.unicodeScalars))
         var links: [WebLink] = []

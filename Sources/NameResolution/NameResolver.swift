@@ -34,8 +34,10 @@ public struct ResolutionFailure: Error, Sendable, Hashable, CustomStringConverti
 public enum Resolution: Sendable, Hashable, CustomStringConvertible {
     /// The addresses, de-duplicated, in getaddrinfo's order; never empty.
     case resolved([IPAddress])
+    /// The name did not resolve: getaddrinfo's code and words.
     case failed(ResolutionFailure)
 
+    /// For logs: the addresses comma-separated, or `failed: ` and the failure.
     public var description: String {
         switch self {
         case .resolved(let addresses): addresses.map(\.description).joined(separator: ",")
@@ -59,6 +61,7 @@ public final class NameResolver: Sendable {
         /// Files whose change means answers may have changed.
         public var watchedFiles: [String]
 
+        /// Every 5 minutes, and on changes to the usual resolver files (resolv.conf, hosts, nsswitch.conf, systemd-resolved's).
         public init(
             refreshInterval: Duration = .seconds(300),
             watchedFiles: [String] = [
@@ -105,6 +108,7 @@ public final class NameResolver: Sendable {
     private let lookup: @Sendable (String) -> Resolution
     private let state = Mutex(State())
 
+    /// A resolver that asks getaddrinfo(3), the system's resolver.
     public init(configuration: Configuration = .init(), logger: Logger = Logger(label: "syncd.resolver")) {
         self.configuration = configuration
         self.logger = logger

@@ -23,6 +23,7 @@ public struct NetlinkError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = String(cString: strerror(code))
     }
 
+    /// `operation: message`, e.g. for logs.
     public var description: String { "\(operation): \(message)" }
 
     /// libnl reports the kernel's ENOBUFS (notifications dropped) as `NLE_NOMEM`.

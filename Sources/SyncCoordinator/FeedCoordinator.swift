@@ -86,6 +86,16 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         self.published = machine.state
     }
 
+    deinit {
+        // Released without stop(): its requests, timers and followers end with it, and its
+        // streams finish, rather than outliving their owner.
+        prefetch?.task.cancel()
+        for (_, entry) in requests { entry.task.cancel() }
+        for (_, entry) in timers { entry.task.cancel() }
+        for task in background { task.cancel() }
+        broadcast.finish()
+    }
+
     // MARK: Reading
 
     /// The feed's current state.

@@ -31,6 +31,7 @@ public struct SQLiteFeedStore: FeedStore {
         /// Never fewer than this many items (what the presentation shows), whatever the limits.
         public var minimum: Int
 
+        /// Limits on a feed's items; `nil` means no limit of that kind. A negative minimum counts as 0.
         public init(keepItems: Int? = nil, keepAge: Duration? = nil, minimum: Int = 0) {
             self.keepItems = keepItems
             self.keepAge = keepAge
@@ -71,10 +72,12 @@ public struct SQLiteFeedStore: FeedStore {
         try Schema.migrator.migrate(pool)
     }
 
+    /// The stored cursors and state of `feed`, read without blocking the writer.
     public func load(feed: String) async throws -> PersistedFeed {
         try await pool.read { db in try Self.persisted(db, feed: feed) }
     }
 
+    /// Writes the page's new items, its cursors and end flag, and any retention cut in one transaction.
     public func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
         let hook = commitHook, retention = retention[feed]
         return try await pool.write { db in
@@ -95,6 +98,7 @@ public struct SQLiteFeedStore: FeedStore {
         }
     }
 
+    /// Stored items of `feed`, newest first, as the server sent them; a negative offset or limit counts as 0.
     public func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
         try await pool.read { db in
             try Row.fetchAll(

@@ -1,8 +1,10 @@
 import SyncControl
 /// One word for a feed's overall condition, and the colour of its dot.
 public enum FeedCondition: String, Sendable, Hashable {
+    /// failed: the first load failed; paused: waiting for connectivity; loading: a load runs; degraded: an older or newer load failed; empty: loaded, no items; synced: loaded; idle: not loaded yet.
     case failed, paused, loading, degraded, empty, synced, idle
 
+    /// Decided in this order: host unreachable (paused), first load failed, a load paused, loading, another load failed (degraded), empty, loaded (synced), else idle.
     public init(_ feed: ControlFeed) {
         let directions = [feed.initial, feed.older, feed.newer]
         if let connectivity = feed.connectivity, !connectivity.isOnline {
@@ -26,6 +28,7 @@ public enum FeedCondition: String, Sendable, Hashable {
         }
     }
 
+    /// Red for failures (bright for a failed first load), yellow while paused or loading, green when synced or empty, grey when idle.
     public var dotColor: ANSI {
         switch self {
         case .failed: .brightRed

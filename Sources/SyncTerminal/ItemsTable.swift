@@ -1,6 +1,7 @@
 import SyncControl
 /// `syncctl items`: id and summary per line, then how to get the next page.
 public enum ItemsTable {
+    /// The page as an ID/summary table fitted to the style's width, with the `--after` command for the next page.
     public static func render(_ page: ControlItemPage, feed: String, style: TerminalStyle) -> String {
         let page = page.terminalSafe
         let feed = feed.terminalSafe

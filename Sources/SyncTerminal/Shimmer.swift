@@ -16,6 +16,7 @@ public enum Shimmer {
         return cycles - cycles.rounded(.down)
     }
 
+    /// 0 below `edge0`, 1 above `edge1`, an S-curve between: what softens the highlight's edge.
     public static func smoothstep(_ edge0: Double, _ edge1: Double, _ x: Double) -> Double {
         let t = max(0, min(1, (x - edge0) / (edge1 - edge0)))
         return t * t * (3 - 2 * t)

@@ -6,6 +6,7 @@ public enum StatusTable {
     /// Width of the right-aligned label column.
     static let labelWidth = 12
 
+    /// The daemon's state and each feed's; `filter` names the feeds to show in detail (empty: all), times relative to `now`.
     public static func render(_ status: ControlStatus, feeds filter: [String] = [], now: Date, style: TerminalStyle, timeZone: TimeZone = .current) -> String {
         let status = status.terminalSafe
         let filter = filter.map(\.terminalSafe)

@@ -8,18 +8,21 @@ import Glibc
 /// The renderers in this folder are pure functions of their input and a style, so they are
 /// tested without a terminal; only ``detect(fileDescriptor:environment:)`` looks at the world.
 public struct TerminalStyle: Sendable, Hashable {
+    /// Whether SGR colour and attribute codes are written; off, output is plain text.
     public var color: Bool
     /// Columns available.
     public var width: Int
     /// Rows available (for full-screen views).
     public var height: Int
 
+    /// A style of this size; at least 20 columns and 5 rows, whatever is given.
     public init(color: Bool, width: Int = 80, height: Int = 24) {
         self.color = color
         self.width = max(20, width)
         self.height = max(5, height)
     }
 
+    /// No colour, 80×24: for pipes, files and tests.
     public static let plain = TerminalStyle(color: false)
 
     /// Colour only on a terminal and never when `NO_COLOR` is set (no-color.org), `TERM` is
@@ -49,15 +52,24 @@ public struct TerminalStyle: Sendable, Hashable {
 
 /// SGR attributes used by the renderers.
 public struct ANSI: Sendable, Hashable {
+    /// The SGR parameters between `ESC [` and `m`, e.g. `1;31`.
     public var code: String
 
+    /// Headings and names.
     public static let bold = ANSI(code: "1")
+    /// Secondary text: hints, footers, placeholders.
     public static let dim = ANSI(code: "2")
+    /// Failures and offline.
     public static let red = ANSI(code: "31")
+    /// Online and synced.
     public static let green = ANSI(code: "32")
+    /// Paused, loading, limited: waiting for something.
     public static let yellow = ANSI(code: "33")
+    /// The count of new items above the view.
     public static let cyan = ANSI(code: "36")
+    /// Unknown or idle.
     public static let grey = ANSI(code: "90")
+    /// A feed whose first load failed: the most urgent dot.
     public static let brightRed = ANSI(code: "1;31")
     /// Black on yellow: the offline banner.
     public static let banner = ANSI(code: "30;43")

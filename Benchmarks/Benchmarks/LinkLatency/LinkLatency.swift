@@ -29,7 +29,8 @@ let benchmarks: @Sendable () -> Void = {
             maxDuration: .seconds(120),
             maxIterations: iterations,
             setup: {
-                let rig = try await LinkLatencyRig()
+                let judged = LinkLatencyRig.Judged(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_JUDGED"] ?? "") ?? .host
+                let rig = try await LinkLatencyRig(judged: judged)
                 holder.rig.withLock { $0 = rig }
             },
             teardown: {

@@ -31,7 +31,18 @@ public actor LinkLatencyRig {
     /// Every sample taken after warm-up, for the closing summary.
     public private(set) var samples: [Sample] = []
 
-    public init() async throws {
+    /// What the verdict consumer judges: a host behind the default route (every snapshot then
+    /// asks the kernel for its route, as syncd's feeds do) or the internet at large (the model
+    /// alone, no lookup): the pair measures what the kernel's lookup adds.
+    public enum Judged: String, Sendable {
+        case host
+        case internet
+    }
+
+    public let judged: Judged
+
+    public init(judged: Judged = .host) async throws {
+        self.judged = judged
         topology = try await VethTopology()
         clientIndex = try await RawNetlink.linkIndex(named: VethTopology.clientLink, namespacePath: topology.client.path)
         listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: topology.client.path))
@@ -44,7 +55,8 @@ public actor LinkLatencyRig {
         consumer = Task {
             // A host behind the default route: every snapshot asks the kernel for its route, as
             // syncd's feeds do.
-            for await verdict in ConnectivityMonitor.verdicts(from: monitor, for: .addresses([IPAddress("198.51.100.7")!]), settle: .zero) {
+            let destination: Destination = judged == .host ? .addresses([IPAddress("198.51.100.7")!]) : .internet
+            for await verdict in ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: .zero) {
                 stamp.yield((verdict, ContinuousClock.now))
             }
             stamp.finish()
@@ -89,7 +101,7 @@ public actor LinkLatencyRig {
         let ratio = Double(verdict.p99.wholeMicroseconds) / Double(max(1, raw.p99.wholeMicroseconds))
         let p50Ratio = Double(verdict.p50.wholeMicroseconds) / Double(max(1, raw.p50.wholeMicroseconds))
         return """
-        link-latency summary (same events, nearest-rank):
+        link-latency summary (same events, nearest-rank; judged: \(judged.rawValue)):
           raw netlink notification:  \(raw)
           offline verdict published: \(verdict)
           added by the monitor:      \(added)
