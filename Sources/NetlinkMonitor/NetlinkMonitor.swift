@@ -118,7 +118,8 @@ public final class NetlinkMonitor: Sendable, Service {
     }
 
     /// Stops following changes and finishes every snapshot stream; returns once the monitor's
-    /// thread has ended. Safe to call more than once, and when the monitor never started.
+    /// thread has closed its sockets and finished the streams (the thread exits right after).
+    /// Safe to call more than once, and when the monitor never started.
     public func stop() async {
         core.requestStop()
         await core.waitUntilStopped()
