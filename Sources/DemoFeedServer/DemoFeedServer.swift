@@ -25,6 +25,7 @@ import UnixSignals
 ///   `GET faults`, `DELETE faults`.
 /// - `GET /health`.
 public final class DemoFeedServer: Sendable {
+    /// What the server was started with.
     public let configuration: Configuration
     private let state: FeedServerState
     private let gate = StallGate()

@@ -23,6 +23,7 @@ extension DemoFeedServer {
         /// When set, feed requests need `Authorization: Bearer <token>` and get 401 otherwise.
         public var bearerToken: String?
 
+        /// A configuration; the defaults are one feed `home` on a free loopback port, no faults.
         public init(
             host: String = "127.0.0.1",
             port: Int = 0,

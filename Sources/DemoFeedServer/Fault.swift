@@ -14,12 +14,19 @@
 /// | `oversized[:BYTES][:chunked]` | 200 with a valid page padded to BYTES (default 4 MiB), with `Content-Length` or chunked |
 /// | `reset` / `reset:body` | TCP reset before any response / after the headers and part of the body |
 public enum Fault: Sendable, Hashable, CustomStringConvertible {
+    /// Answer with this status and a JSON error body, with `Retry-After` when given.
     case status(Int, retryAfter: RetryAfter?)
+    /// Answer normally after this delay.
     case latency(milliseconds: Int)
+    /// Stop answering at this point and hold the connection.
     case stall(StallPoint)
+    /// Status 200 with a body that is not JSON.
     case malformed
+    /// Status 200, correctly framed, with the JSON cut off mid-item.
     case truncated
+    /// Status 200 with a valid page padded to `bytes`, with `Content-Length` or chunked.
     case oversized(bytes: Int, chunked: Bool)
+    /// Reset the TCP connection at this point.
     case reset(ResetPoint)
 
     /// How a `Retry-After` header is written.
@@ -30,6 +37,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         case date(secondsAhead: Int)
     }
 
+    /// Where a stalled response stops.
     public enum StallPoint: String, Sendable, Hashable {
         /// Nothing is ever sent.
         case headers
@@ -37,6 +45,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         case body
     }
 
+    /// Where the connection is reset.
     public enum ResetPoint: String, Sendable, Hashable {
         /// The connection is reset before any byte of the response.
         case headers
@@ -44,6 +53,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         case body
     }
 
+    /// The size of an `oversized` page when the spec gives none: 4 MiB.
     public static let defaultOversizedBytes = 4 << 20
 
     /// Parses a fault spec (see the type's documentation).
@@ -126,10 +136,12 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
 
 /// A fault with the probability that any one feed request gets it (startup flags).
 public struct RandomFault: Sendable, Hashable {
+    /// The fault.
     public var fault: Fault
     /// 0...1.
     public var probability: Double
 
+    /// `fault` for each request with probability `probability`.
     public init(fault: Fault, probability: Double) {
         self.fault = fault
         self.probability = probability
@@ -150,6 +162,7 @@ public struct RandomFault: Sendable, Hashable {
 
 /// Faults scripted for upcoming requests: "the next `count` matching requests get `fault`".
 public struct ScriptedFault: Sendable, Hashable {
+    /// The fault.
     public var fault: Fault
     /// How many requests still get it.
     public var remaining: Int
@@ -158,6 +171,7 @@ public struct ScriptedFault: Sendable, Hashable {
     /// Only requests paging this way; `nil` for any.
     public var kind: RequestKind?
 
+    /// `fault` for the next `count` requests that match `feed` and `kind`.
     public init(_ fault: Fault, count: Int = 1, feed: String? = nil, kind: RequestKind? = nil) {
         self.fault = fault
         self.remaining = count

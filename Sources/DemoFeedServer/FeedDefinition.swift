@@ -30,6 +30,7 @@ public struct FeedDefinition: Sendable, Hashable {
         case page
     }
 
+    /// A feed; validates the limits (1 ≤ default limit ≤ max limit).
     public init(
         name: String,
         initialCount: Int = 1000,
@@ -100,12 +101,18 @@ public struct FeedDefinition: Sendable, Hashable {
 
 /// Errors from configuring or running the demo feed server.
 public enum DemoFeedServerError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A flag, spec or parameter is invalid (the message says which).
     case invalidArgument(String)
+    /// No feed has this name.
     case unknownFeed(String)
+    /// The server is not running.
     case notRunning
+    /// `start()` was called twice.
     case alreadyStarted
+    /// The server could not bind or start (the message says why).
     case startFailed(String)
 
+    /// The error in words, as the command line prints it.
     public var description: String {
         switch self {
         case .invalidArgument(let message): return message

@@ -1,7 +1,9 @@
 import SyncCore
 /// One feed request as the server saw it, for tests and the admin API.
 public struct RequestRecord: Sendable, Hashable {
+    /// The feed requested.
     public var feed: String
+    /// Which way the request paged.
     public var kind: RequestKind
     /// The raw query string, e.g. `limit=20&max_id=0000000100`.
     public var query: String

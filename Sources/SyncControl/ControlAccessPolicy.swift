@@ -13,6 +13,7 @@ public struct ControlAccessPolicy: Sendable, Hashable {
     /// Groups whose members may change state, besides root.
     public var privilegedGroups: Set<UInt32>
 
+    /// A policy for root and the members of `privilegedGroups` (gids).
     public init(privilegedGroups: Set<UInt32> = []) {
         self.privilegedGroups = privilegedGroups
     }
@@ -26,6 +27,7 @@ public struct ControlAccessPolicy: Sendable, Hashable {
         self.init(privilegedGroups: [gid])
     }
 
+    /// Whether `peer` (credentials from the kernel) may call Refresh, LoadOlder and Retry.
     public func mayChangeState(_ peer: VarlinkPeer) -> Bool {
         peer.uid == 0 || privilegedGroups.contains { peer.isMember(of: $0) }
     }

@@ -5,8 +5,11 @@ import Foundation
 /// dashes): the offline reasons (no usable path) and the limited ones (a path, but no answer
 /// above it).
 public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStringConvertible {
+    /// No link that routes the host has carrier.
     case noCarrier = "no_carrier"
+    /// Links have carrier, but none holds a usable address of the family.
     case noAddress = "no_address"
+    /// No route to the host through a usable link.
     case noRoute = "no_route"
     /// A reject route or policy rule refuses the host.
     case blocked
@@ -19,6 +22,7 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
     /// syncd has not seen the network tables yet.
     case unknown
 
+    /// The wire form of an offline reason of the policy.
     public init(_ reason: OfflineReason) {
         switch reason {
         case .noCarrier: self = .noCarrier
@@ -28,6 +32,7 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
         }
     }
 
+    /// The wire form of a limited reason of the policy.
     public init(_ reason: LimitedReason) {
         switch reason {
         case .dnsFailed: self = .dnsFailed
@@ -44,6 +49,7 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
     /// A reason of the limited rung.
     public var isLimited: Bool { self == .dnsFailed || self == .portal || self == .serverUnreachable }
 
+    /// The reason in words, e.g. "no carrier", as syncctl shows it.
     public var description: String {
         switch self {
         case .noCarrier: "no carrier"
@@ -76,10 +82,12 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
 /// link, but the name does not resolve, a portal intercepts, or the server does not answer) with
 /// the evidence; or offline with a reason.
 public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
+    /// Reachable through `link` over `family`, since `since` when known.
     case online(link: String, family: AddressFamily, since: Date?)
     /// `detail` is the evidence: the name and the resolver's words, the portal's URL, or the
     /// server and its failure.
     case limited(reason: ControlOfflineReason, detail: String, link: String?, family: AddressFamily?, since: Date?)
+    /// Not reachable, for `reason`, since `since` when known.
     case offline(reason: ControlOfflineReason, since: Date?)
 
     /// Maps a policy verdict; `since` is when the verdict last changed between online and not.
@@ -95,6 +103,7 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether this is `online`.
     public var isOnline: Bool {
         if case .online = self { return true }
         return false
@@ -108,6 +117,7 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// When it last changed between reachable and not, when known.
     public var since: Date? {
         switch self {
         case .online(_, _, let since), .offline(_, let since), .limited(_, _, _, _, let since): since
@@ -128,6 +138,7 @@ extension ControlConnectivity: Codable {
     private enum CodingKeys: String, CodingKey { case state, link, family, reason, detail, since }
     private enum State: String, Codable { case online, limited, offline }
 
+    /// Decodes the wire form: `state` with `link`, `family`, `reason`, `detail` and `since`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let since = try container.decodeIfPresent(Date.self, forKey: .since)
@@ -151,6 +162,7 @@ extension ControlConnectivity: Codable {
         }
     }
 
+    /// Encodes the wire form the interface describes.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
@@ -188,6 +200,7 @@ public struct ControlOfflineBanner: Sendable, Hashable, Codable {
     /// server and its failure.
     public var detail: String?
 
+    /// A banner for `reason` since `since`; `message` is computed from the reason when `nil`.
     public init(reason: ControlOfflineReason, since: Date, message: String? = nil, feeds: [String]? = nil, detail: String? = nil) {
         self.reason = reason
         self.since = since
@@ -238,6 +251,7 @@ public struct ControlOfflineBanner: Sendable, Hashable, Codable {
 /// verdict of its own: with only a route to the feed host the feeds are online though the
 /// internet at large is not, and a blackhole to one host takes one feed offline, not all.
 public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// How many feeds reach their hosts.
     public enum State: String, Sendable, Hashable, Codable {
         /// Every feed reaches its host.
         case online
@@ -251,6 +265,7 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
         case unknown
     }
 
+    /// The summary in one word.
     public var state: State
     /// Feeds in all.
     public var feeds: Int
@@ -265,6 +280,7 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
     /// Online: since the last feed came online. Otherwise: since the first feed went offline.
     public var since: Date?
 
+    /// A summary with the given counts.
     public init(state: State, feeds: Int, offline: Int = 0, limited: Int = 0, reasons: [ControlOfflineReason] = [], link: String? = nil, since: Date? = nil) {
         self.state = state
         self.feeds = feeds

@@ -2,10 +2,19 @@ import Foundation
 
 /// The state of one load direction of a feed (first load, older pages, newer items).
 public struct ControlDirection: Sendable, Hashable, Codable {
+    /// Where a direction's loading stands: not run yet, in flight, failed, or done.
     public enum Phase: String, Sendable, Hashable, Codable {
-        case idle, loading, failed, loaded
+        /// Has not run.
+        case idle
+        /// A request is in flight.
+        case loading
+        /// The last request failed.
+        case failed
+        /// The last request succeeded.
+        case loaded
     }
 
+    /// Where loading stands.
     public var phase: Phase
     /// Waiting for connectivity; orthogonal to the phase.
     public var paused: Bool
@@ -16,6 +25,7 @@ public struct ControlDirection: Sendable, Hashable, Codable {
     /// Failed: when the next automatic attempt is due (`nil`: only on request).
     public var nextRetryAt: Date?
 
+    /// A direction; `error`, `attempt` and `nextRetryAt` describe a failure.
     public init(phase: Phase, paused: Bool = false, error: String? = nil, attempt: Int? = nil, nextRetryAt: Date? = nil) {
         self.phase = phase
         self.paused = paused
@@ -24,10 +34,14 @@ public struct ControlDirection: Sendable, Hashable, Codable {
         self.nextRetryAt = nextRetryAt
     }
 
+    /// Has not run.
     public static let idle = ControlDirection(phase: .idle)
+    /// A request is in flight.
     public static let loading = ControlDirection(phase: .loading)
+    /// The last request succeeded.
     public static let loaded = ControlDirection(phase: .loaded)
 
+    /// The last request failed with `error`, on its `attempt`-th try.
     public static func failed(_ error: String, attempt: Int, nextRetryAt: Date?, paused: Bool = false) -> ControlDirection {
         ControlDirection(phase: .failed, paused: paused, error: error, attempt: attempt, nextRetryAt: nextRetryAt)
     }
@@ -35,23 +49,32 @@ public struct ControlDirection: Sendable, Hashable, Codable {
 
 /// One feed: per-direction state, counts and what a client should show.
 public struct ControlFeed: Sendable, Hashable, Codable {
+    /// The feed's name from the configuration.
     public var name: String
     /// Where the feed comes from, e.g. its URL (without credentials).
     public var source: String?
+    /// The first load.
     public var initial: ControlDirection
+    /// Loading older items.
     public var older: ControlDirection
+    /// Loading newer items.
     public var newer: ControlDirection
+    /// The oldest item of the feed is stored.
     public var endReached: Bool
     /// Loaded and without items.
     public var empty: Bool
+    /// Items stored for the feed.
     public var itemCount: Int
+    /// When a page was last stored; `nil` before the first.
     public var lastSync: Date?
     /// The earliest scheduled retry of any direction; computed when `nil` is passed.
     public var nextRetryAt: Date?
     /// Whether the feed's host is reachable, from the feed's own verdict; `nil` until known.
     public var connectivity: ControlConnectivity?
+    /// What a client shows for the feed.
     public var presentation: ControlPresentation
 
+    /// A feed's status; `nextRetryAt` is computed from the directions when `nil`.
     public init(
         name: String,
         source: String? = nil,
@@ -96,6 +119,7 @@ public struct ControlStatus: Sendable, Hashable, Codable {
     public var internet: ControlConnectivity?
     /// Present while any feed cannot reach its host.
     public var banner: ControlOfflineBanner?
+    /// Every configured feed, in configuration order.
     public var feeds: [ControlFeed]
 
     /// A status whose summary and banner are derived from the feeds' own connectivity.
@@ -106,6 +130,7 @@ public struct ControlStatus: Sendable, Hashable, Codable {
         )
     }
 
+    /// A status with its summary and banner given.
     public init(
         version: String, connectivity: ControlConnectivitySummary, internet: ControlConnectivity? = nil,
         banner: ControlOfflineBanner? = nil, feeds: [ControlFeed]
@@ -117,6 +142,7 @@ public struct ControlStatus: Sendable, Hashable, Codable {
         self.feeds = feeds
     }
 
+    /// The feed called `name`, if configured.
     public func feed(named name: String) -> ControlFeed? {
         feeds.first { $0.name == name }
     }

@@ -4,11 +4,14 @@ import Varlink
 
 /// A stored item as `ListItems` returns it.
 public struct ControlItem: Sendable, Hashable, Codable {
+    /// The item's id, as the server gave it.
     public var id: String
+    /// One line of text taken from the item's JSON (see ``ItemSummary``).
     public var summary: String
     /// The JSON object the server sent.
     public var payload: JSONValue
 
+    /// An item with its summary and JSON object.
     public init(id: String, summary: String, payload: JSONValue) {
         self.id = id
         self.summary = summary
@@ -31,10 +34,12 @@ public struct ControlItem: Sendable, Hashable, Codable {
 
 /// One page of `ListItems`.
 public struct ControlItemPage: Sendable, Hashable, Codable {
+    /// The page's items, newest first.
     public var items: [ControlItem]
     /// Pass as `after` to get the next page; `nil` at the end.
     public var next: String?
 
+    /// A page, continued at `next`.
     public init(items: [ControlItem], next: String?) {
         self.items = items
         self.next = next
@@ -52,11 +57,14 @@ extension ControlRow {
 /// One line of text for an item whose JSON shape is not known in advance (Mastodon statuses,
 /// GitHub issues, plain records).
 public enum ItemSummary {
+    /// Characters a summary keeps before it is cut with an ellipsis.
     public static let defaultMaxLength = 120
 
     /// Fields tried in order; the first non-empty string wins.
     static let preferredKeys = ["title", "name", "summary", "spoiler_text", "content", "text", "body", "message", "description"]
 
+    /// One clean line of `payload`'s first text field, markup and control characters removed;
+    /// `fallback` (the id) when there is none.
     public static func summary(of payload: JSONValue, fallback: String, maxLength: Int = defaultMaxLength) -> String {
         var text = fallback
         if let object = payload.objectValue {

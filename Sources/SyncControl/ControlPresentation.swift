@@ -2,10 +2,12 @@ import Foundation
 
 /// One row of a feed's content list.
 public struct ControlRow: Sendable, Hashable, Codable {
+    /// The item's id.
     public var id: String
     /// One line of text for the row.
     public var summary: String
 
+    /// A row for item `id`.
     public init(id: String, summary: String) {
         self.id = id
         self.summary = summary
@@ -32,6 +34,7 @@ public enum ControlNewerNotice: Sendable, Hashable {
 
 /// What a client shows for one feed: exactly one main view plus overlays.
 public struct ControlPresentation: Sendable, Hashable {
+    /// The one main view.
     public enum Main: Sendable, Hashable {
         /// Placeholder rows while the first load runs.
         case skeleton(rows: Int)
@@ -43,11 +46,16 @@ public struct ControlPresentation: Sendable, Hashable {
         case error(String)
     }
 
+    /// The main view: skeleton, content, empty or error.
     public var main: Main
+    /// Shown over the main view while the feed's host cannot be reached.
     public var offlineBanner: ControlOfflineBanner?
+    /// Below the content, where older items load; `nil` when there is nothing to show.
     public var olderFooter: ControlOlderFooter?
+    /// Above the content: new items or a failed refresh.
     public var newerNotice: ControlNewerNotice?
 
+    /// A presentation.
     public init(main: Main, offlineBanner: ControlOfflineBanner? = nil, olderFooter: ControlOlderFooter? = nil, newerNotice: ControlNewerNotice? = nil) {
         self.main = main
         self.offlineBanner = offlineBanner
@@ -76,6 +84,7 @@ extension ControlPresentation: Codable {
         var count: Int?
     }
 
+    /// Decodes the wire form (`main` with its kind, the overlays when present).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         switch try container.decode(MainKind.self, forKey: .main) {
@@ -100,6 +109,7 @@ extension ControlPresentation: Codable {
         }
     }
 
+    /// Encodes the wire form the interface describes.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch main {

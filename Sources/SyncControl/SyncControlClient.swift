@@ -9,9 +9,11 @@ public struct SyncControlClient: Sendable {
     /// Where syncd listens by default (`RuntimeDirectory=syncd`).
     public static let defaultSocketPath = "/run/syncd/io.syncd"
 
+    /// The socket this client connects to.
     public let socketPath: String
     private let client: VarlinkClient
 
+    /// A client of the syncd listening at `socketPath`.
     public init(socketPath: String = SyncControlClient.defaultSocketPath) {
         self.socketPath = socketPath
         self.client = VarlinkClient(socketPath: socketPath)
@@ -22,6 +24,7 @@ public struct SyncControlClient: Sendable {
         environment["SYNCD_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultSocketPath
     }
 
+    /// The daemon's status now (`GetStatus`).
     public func status() async throws -> ControlStatus {
         try await call("GetStatus", VarlinkEmpty(), as: SyncControlServer.StatusResult.self).status
     }

@@ -45,6 +45,7 @@ public enum SyncControlError: Error, Sendable, Hashable, CustomStringConvertible
     /// Any other error reply (client side only).
     case remote(VarlinkErrorDescription)
 
+    /// The error in words, as syncctl prints it.
     public var description: String {
         switch self {
         case .feedNotFound(let feed): "no feed named '\(feed)'"
@@ -61,9 +62,12 @@ public enum SyncControlError: Error, Sendable, Hashable, CustomStringConvertible
 /// A Varlink error rendered for people, kept apart from `VarlinkError` so
 /// ``SyncControlError`` needs no knowledge of the protocol module's types.
 public struct VarlinkErrorDescription: Sendable, Hashable {
+    /// The Varlink error name, e.g. `org.varlink.service.InvalidParameter`.
     public var name: String
+    /// The error in words.
     public var text: String
 
+    /// An error description.
     public init(name: String, text: String) {
         self.name = name
         self.text = text

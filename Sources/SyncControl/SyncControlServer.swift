@@ -16,6 +16,7 @@ import Varlink
 /// }
 /// ```
 public final class SyncControlServer: Sendable, Service {
+    /// Where and how the control socket listens, and its limits.
     public struct Configuration: Sendable {
         /// Used when syncd was not socket-activated.
         public var socketPath: String
@@ -24,6 +25,7 @@ public final class SyncControlServer: Sendable, Service {
         public var controlGroup: String?
         /// Take the listening socket from systemd (`syncd.socket`) when one was passed.
         public var useSocketActivation: Bool
+        /// Connections served at once; past this, new ones wait in the listen backlog.
         public var maxConnections: Int
         /// Largest accepted call, in bytes.
         public var maxMessageSize: Int
@@ -41,6 +43,7 @@ public final class SyncControlServer: Sendable, Service {
         /// Idle connections (no call running, nothing received) are closed after this.
         public var idleTimeout: Duration
 
+        /// A configuration; the defaults are syncd's.
         public init(
             socketPath: String = SyncControlClient.defaultSocketPath,
             controlGroup: String? = "syncd",
@@ -65,6 +68,7 @@ public final class SyncControlServer: Sendable, Service {
     }
 
     private let server: VarlinkServer
+    /// Who may call the methods that change state.
     public let policy: ControlAccessPolicy
 
     /// - Parameter policy: overrides the policy derived from `configuration.controlGroup`.

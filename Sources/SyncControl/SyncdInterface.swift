@@ -4,11 +4,13 @@
 /// installed `syncd` binary works without its resource bundle next to it; a test keeps the two
 /// identical.
 public enum SyncdInterface {
+    /// The interface name, the prefix of every method (`io.syncd.GetStatus`).
     public static let name = "io.syncd"
 
     /// The version of syncd and syncctl, one number for both (they ship together).
     public static let version = "0.1.0"
 
+    /// The interface definition (IDL) that `org.varlink.service.GetInterfaceDescription` returns.
     public static let description = """
     # Control interface of syncd, the connectivity-aware feed sync agent.
     #

@@ -9,11 +9,13 @@ public enum Direction: String, Sendable, Hashable, Codable, CaseIterable, Custom
     /// Newer items prepended at the top (pull to refresh, `min_id`).
     case newer
 
+    /// `initial`, `older` or `newer`, as logs and the control API spell it.
     public var description: String { rawValue }
 }
 
 /// A failure of one direction, with where its retry budget stands.
 public struct LoadFailure: Sendable, Hashable {
+    /// The last failure.
     public var error: FeedError
     /// Consecutive failures of this direction, counting this one (1 after the first failure).
     public var attempt: Int
@@ -21,6 +23,7 @@ public struct LoadFailure: Sendable, Hashable {
     /// budget spent, or paused while offline).
     public var nextRetryAt: Date?
 
+    /// A failure on its `attempt`-th consecutive try, retried at `nextRetryAt` when scheduled.
     public init(error: FeedError, attempt: Int, nextRetryAt: Date?) {
         self.error = error
         self.attempt = attempt
@@ -39,8 +42,10 @@ public enum LoadState: Sendable, Hashable {
     /// The last request succeeded.
     case loaded
 
+    /// A request is in flight.
     public var isLoading: Bool { self == .loading }
 
+    /// The failure when the last request failed, else `nil`.
     public var failure: LoadFailure? {
         if case .failed(let failure) = self { return failure }
         return nil
@@ -50,6 +55,7 @@ public enum LoadState: Sendable, Hashable {
 /// One direction: its load state plus the orthogonal `paused` flag (TanStack Query's
 /// `fetchStatus: paused`): the direction wants to run and waits for connectivity.
 public struct DirectionState: Sendable, Hashable {
+    /// Where the direction's loading stands.
     public var load: LoadState
     /// Waiting for connectivity. Never true while ``load`` is `.loading`.
     public var paused: Bool
@@ -57,6 +63,7 @@ public struct DirectionState: Sendable, Hashable {
     /// showing it ("retrying…") instead of flashing back to a loading view on every retry.
     public var retrying: LoadFailure?
 
+    /// A direction in the given state; the defaults are a direction that has not run.
     public init(load: LoadState = .idle, paused: Bool = false, retrying: LoadFailure? = nil) {
         self.load = load
         self.paused = paused

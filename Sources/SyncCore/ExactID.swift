@@ -7,19 +7,23 @@ public struct ExactID: Sendable, Hashable, CustomStringConvertible {
     /// The string, as given (never normalised).
     public let value: String
 
+    /// Wraps `value` without normalising it.
     public init(_ value: String) {
         self.value = value
     }
 
+    /// Equal when the UTF-8 bytes are.
     public static func == (lhs: ExactID, rhs: ExactID) -> Bool {
         lhs.value.utf8.elementsEqual(rhs.value.utf8)
     }
 
+    /// Hashes the UTF-8 bytes, consistent with ``==``.
     public func hash(into hasher: inout Hasher) {
         var value = value
         value.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
+    /// The string itself.
     public var description: String { value }
 }
 

@@ -10,6 +10,7 @@ public struct FeedLog: Sendable, Hashable {
     /// The newest item stored when the open gap opened: gap pages go just above it.
     private var gapFloor: ExactID?
 
+    /// An empty log: nothing stored, the feed fresh.
     public init() {}
 
     /// The cursors and end flag after committing `page` in `direction`.
@@ -141,16 +142,20 @@ public struct FeedLog: Sendable, Hashable {
 public actor InMemoryFeedStore: FeedStore {
     private var logs: [String: FeedLog] = [:]
 
+    /// An empty store.
     public init() {}
 
+    /// The feed as stored; ``PersistedFeed/fresh`` for a feed never committed.
     public func load(feed: String) -> PersistedFeed {
         logs[feed]?.feed ?? .fresh
     }
 
+    /// Stores one page and its cursors together, as the SQLite store does in one transaction.
     public func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) -> CommitOutcome {
         logs[feed, default: FeedLog()].commit(page, direction: direction, at: date)
     }
 
+    /// Stored items, newest first.
     public func items(feed: String, offset: Int, limit: Int) -> [FeedItem] {
         let all = logs[feed]?.items ?? []
         guard offset < all.count, limit > 0 else { return [] }

@@ -10,15 +10,18 @@ public struct FeedItem: Sendable, Hashable, Codable {
     /// The item's JSON object, byte for byte as received.
     public var payload: Data
 
+    /// An item with its server-given id and its JSON object as received.
     public init(id: String, payload: Data) {
         self.id = id
         self.payload = payload
     }
 
+    /// Equal when ids (byte for byte, see ``ExactID``) and payloads are.
     public static func == (lhs: FeedItem, rhs: FeedItem) -> Bool {
         lhs.id.isExactly(rhs.id) && lhs.payload == rhs.payload
     }
 
+    /// Hashes what ``==`` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(ExactID(id))
         hasher.combine(payload)
@@ -29,6 +32,7 @@ public struct FeedItem: Sendable, Hashable, Codable {
 ///
 /// Items are newest first, as servers page them.
 public struct FeedPage: Sendable, Hashable {
+    /// The page's items, newest first.
     public var items: [FeedItem]
     /// Where to continue towards older items; `nil` when the feed's end has been reached.
     public var olderCursor: String?
@@ -42,6 +46,7 @@ public struct FeedPage: Sendable, Hashable {
     /// `nil` for cursor feeds (`min_id`), whose newer pages join the stored items by construction.
     public var continuation: String?
 
+    /// A page with its cursors; `continuation` carries a page feed's next page within one load.
     public init(items: [FeedItem], olderCursor: String?, newerCursor: String?, continuation: String? = nil) {
         self.items = items
         self.olderCursor = olderCursor
@@ -52,6 +57,7 @@ public struct FeedPage: Sendable, Hashable {
 
 /// A failed feed request, classified for the retry policy.
 public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure, which decides retrying and what the user is told.
     public enum Kind: Sendable, Hashable, Codable {
         /// Could not connect, connection reset, DNS failure.
         case transport
@@ -69,6 +75,7 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
         case other
     }
 
+    /// What kind of failure it was.
     public var kind: Kind
     /// A human-readable explanation, safe to show and log (never contains credentials).
     public var message: String
@@ -79,6 +86,7 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
     /// connection or any HTTP answer is not.
     public var serverDidNotAnswer: Bool
 
+    /// A failure of `kind`, explained by `message`; `retryAfter` is the server's `Retry-After`.
     public init(_ kind: Kind, _ message: String, retryAfter: Duration? = nil, serverDidNotAnswer: Bool = false) {
         self.kind = kind
         self.message = message
@@ -101,6 +109,7 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The message.
     public var description: String { message }
 
     /// Wraps any error thrown by a source into a `FeedError`.

@@ -15,6 +15,7 @@ public struct OfflineBanner: Sendable, Hashable {
     /// server's failure.
     public var detail: String?
 
+    /// A banner for connectivity lost at `since`, for `reason` (`code` for machines).
     public init(since: Date, code: String, reason: String, isLimited: Bool = false, detail: String? = nil) {
         self.since = since
         self.code = code
@@ -41,11 +42,13 @@ public struct FeedConnectivity: Sendable, Hashable {
         case limited(code: String, reason: String, detail: String, link: String?, family: String?)
     }
 
+    /// Reachable or not.
     public var status: Status
     /// When the host last became reachable or unreachable; a change of link or of offline reason
     /// keeps it.
     public var since: Date
 
+    /// A status that has held since `since`.
     public init(_ status: Status, since: Date) {
         self.status = status
         self.since = since
@@ -62,8 +65,11 @@ public struct FeedConnectivity: Sendable, Hashable {
 public struct FeedState: Sendable, Hashable {
     /// The feed's identifier.
     public var feed: String
+    /// The first load.
     public var initial: DirectionState
+    /// Loading older items (backfill, infinite scroll).
     public var older: DirectionState
+    /// Loading newer items (refresh).
     public var newer: DirectionState
     /// Whether a first load has ever succeeded (possibly in an earlier run, read from the store).
     public var hasLoaded: Bool
@@ -82,6 +88,7 @@ public struct FeedState: Sendable, Hashable {
     /// Newer items known to be missing still (page-numbered feeds); `nil` when none.
     public var gap: FeedGap?
 
+    /// A state; the defaults are a feed that has not loaded.
     public init(
         feed: String,
         initial: DirectionState = .init(),
@@ -110,6 +117,7 @@ public struct FeedState: Sendable, Hashable {
         self.gap = gap
     }
 
+    /// One direction's state.
     public subscript(direction: Direction) -> DirectionState {
         get {
             switch direction {
@@ -131,6 +139,7 @@ public struct FeedState: Sendable, Hashable {
     public var isEmpty: Bool { hasLoaded && itemCount == 0 }
     /// Some direction waits for connectivity.
     public var isPaused: Bool { Direction.allCases.contains { self[$0].paused } }
+    /// Connectivity to the feed's host is lost (or limited): the offline banner shows.
     public var isOffline: Bool { offline != nil }
     /// The earliest scheduled automatic retry over all directions.
     public var nextRetryAt: Date? {

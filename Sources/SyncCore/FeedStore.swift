@@ -11,6 +11,7 @@ public struct FeedGap: Sendable, Hashable {
     /// Items those pages added.
     public var items: Int
 
+    /// A gap that continues at `cursor`, after `pages` pages that added `items` items.
     public init(cursor: String, pages: Int, items: Int) {
         self.cursor = cursor
         self.pages = pages
@@ -28,7 +29,9 @@ public struct PersistedFeed: Sendable, Hashable {
     public var endReached: Bool
     /// A first page has been committed.
     public var hasLoaded: Bool
+    /// Items stored for the feed.
     public var itemCount: Int
+    /// When a page was last committed; `nil` before the first.
     public var lastSyncAt: Date?
     /// Commits so far. Outcomes of concurrent commits (older and newer at once) can reach the
     /// coordinator out of order; the higher revision is the newer truth.
@@ -36,6 +39,7 @@ public struct PersistedFeed: Sendable, Hashable {
     /// Newer items still to load below the newest page; `nil` when none are known to be missing.
     public var gap: FeedGap?
 
+    /// A stored feed; the defaults are ``fresh``.
     public init(
         olderCursor: String? = nil,
         newerCursor: String? = nil,
@@ -72,6 +76,7 @@ public struct CommitOutcome: Sendable, Hashable {
     /// store holds and need not go on.
     public var overlapped: Bool
 
+    /// The outcome of one commit.
     public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int, overlapped: Bool = false) {
         self.feed = feed
         self.pageItemCount = pageItemCount

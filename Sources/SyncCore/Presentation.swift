@@ -20,16 +20,19 @@ public struct Presentation: Sendable, Hashable {
 
     /// A full-screen error.
     public struct ErrorView: Sendable, Hashable {
+        /// What went wrong, in words.
         public var message: String
         /// The failure is permanent (a retry is possible but only by hand).
         public var isPermanent: Bool
         /// When it is retried automatically; `nil` when not (permanent, budget spent, offline).
         public var nextRetryAt: Date?
+        /// Consecutive failures so far (1 after the first).
         public var attempt: Int
         /// The automatic (or requested) retry is running now; the error stays on screen
         /// until it succeeds or fails again.
         public var isRetrying: Bool
 
+        /// An error view.
         public init(message: String, isPermanent: Bool, nextRetryAt: Date?, attempt: Int, isRetrying: Bool = false) {
             self.message = message
             self.isPermanent = isPermanent
@@ -41,6 +44,7 @@ public struct Presentation: Sendable, Hashable {
 
     /// The footer below the content, where older pages load.
     public enum Footer: Sendable, Hashable {
+        /// Older items are loading.
         case spinner
         /// An inline error with a retry button, where the spinner was.
         case error(message: String, nextRetryAt: Date?)
@@ -52,11 +56,14 @@ public struct Presentation: Sendable, Hashable {
 
     /// A transient notice above the content (a snackbar) for a failed refresh.
     public struct Notice: Sendable, Hashable {
+        /// What went wrong with the refresh, in words.
         public var message: String
         /// Identifies this failure so a client shows each one once (it counts per streak).
         public var attempt: Int
+        /// When the refresh is retried automatically; `nil` when not.
         public var nextRetryAt: Date?
 
+        /// A notice for the `attempt`-th failed refresh.
         public init(message: String, attempt: Int, nextRetryAt: Date?) {
             self.message = message
             self.attempt = attempt
@@ -64,6 +71,7 @@ public struct Presentation: Sendable, Hashable {
         }
     }
 
+    /// What fills the screen: skeleton, content, empty view or error.
     public var main: Main
     /// Shown over whatever main view while offline.
     public var offlineBanner: OfflineBanner?
@@ -79,6 +87,7 @@ public struct Presentation: Sendable, Hashable {
     /// The default number of skeleton rows: about one screen of a timeline.
     public static let defaultSkeletonRows = 8
 
+    /// What a client shows for `state`; `skeletonRows` placeholder rows while nothing is stored.
     public init(state: FeedState, skeletonRows: Int = Presentation.defaultSkeletonRows) {
         offlineBanner = state.offline
         guard state.hasLoaded else {

@@ -34,8 +34,10 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Automatic attempts allowed before giving up until a manual retry; `nil` for no limit.
     /// Counts failures: with 3, a direction that failed three times in a row waits for `retry()`.
     public var maxAutomaticAttempts: Int?
+    /// How the actual delay is drawn below the ceiling.
     public var jitter: Jitter
 
+    /// A policy; the defaults are syncd's: 1 s, ×1.6, at most 2 min, no attempt limit, full jitter.
     public init(
         base: Duration = .seconds(1),
         multiplier: Double = 1.6,

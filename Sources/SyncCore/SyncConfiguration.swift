@@ -17,6 +17,7 @@ public struct SyncConfiguration: Sendable, Hashable {
     /// page) before it stops and shows the gap as not closed; the next refresh goes on from there.
     public var gapPageLimit: Int
 
+    /// A configuration; negative values are raised to the smallest that makes sense.
     public init(
         retry: RetryPolicy = .default,
         reconnectSpread: Duration = .seconds(1),
@@ -33,5 +34,6 @@ public struct SyncConfiguration: Sendable, Hashable {
         self.gapPageLimit = max(1, gapPageLimit)
     }
 
+    /// The defaults: no periodic refresh, no backfill, refresh on start.
     public static let `default` = SyncConfiguration()
 }

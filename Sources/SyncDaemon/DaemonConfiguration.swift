@@ -54,15 +54,27 @@ import SyncCore
 /// keep_days = 30                          # retention: drop items stored longer ago
 /// ```
 public struct DaemonConfiguration: Sendable {
+    /// The SQLite store (`store`); its directory is created when missing.
     public var storePath: String = "/var/lib/syncd/syncd.sqlite"
+    /// The Varlink control socket (`control_socket`), used when syncd was not socket-activated.
     public var controlSocketPath: String = "/run/syncd/io.syncd"
+    /// Group whose members may refresh, load older and retry (`control_group`); root always may,
+    /// `nil` means root only.
     public var controlGroup: String?
+    /// The lowest level logged (`log_level`).
     public var logLevel: Logger.Level = .info
+    /// How long online must hold before paused loads resume (`[network] settle`).
     public var settle: Duration = .seconds(2)
+    /// Watch another network namespace (`[network] namespace`); `nil` watches syncd's own.
     public var networkNamespacePath: String?
+    /// The netlink notification buffer in bytes (`[network] receive_buffer`).
     public var receiveBufferSize: Int = 8 << 20
+    /// Backoff for failed loads (`[retry]` base, multiplier, cap, max_attempts).
     public var retry: RetryPolicy = .default
+    /// Random delay before feeds resume after a reconnect (`[retry] reconnect_spread`), so a
+    /// fleet does not hit its servers at once.
     public var reconnectSpread: Duration = .seconds(1)
+    /// Limit on establishing a TCP connection (`[retry] connect_timeout`).
     public var connectTimeout: Duration = .seconds(10)
     /// How often feed host names are re-resolved besides resolver file changes and reconnects.
     public var resolveInterval: Duration = .seconds(300)
@@ -70,18 +82,23 @@ public struct DaemonConfiguration: Sendable {
     public var unansweredThreshold: Int = 2
     /// The captive-portal check, when configured.
     public var connectivityCheck: ConnectivityCheck?
+    /// The `[[feed]]` tables, in file order.
     public var feeds: [Feed] = []
 
     /// The `[connectivity_check]` table: NetworkManager's connectivity check, for captive portals.
     public struct ConnectivityCheck: Sendable {
+        /// The check's URL (`url`).
         public var url: URL
         /// Expected status; `nil`: 204, or 200 when a body is expected.
         public var status: Int?
         /// The body must start with this.
         public var body: String?
+        /// How often the check runs while online (`interval`); it also runs on every reconnect.
         public var interval: Duration = .seconds(300)
+        /// Limit on one check (`timeout`).
         public var timeout: Duration = .seconds(10)
 
+        /// A check of `url` with the default status, interval and timeout.
         public init(url: URL) {
             self.url = url
         }
@@ -89,8 +106,11 @@ public struct DaemonConfiguration: Sendable {
 
     /// One `[[feed]]` table.
     public struct Feed: Sendable {
+        /// The feed's name (`name`): its key in the store and in the control API.
         public var name: String
+        /// Where and how the feed is fetched: URL, token, page size, pagination, TLS, limits.
         public var http: HTTPFeedConfiguration
+        /// How the feed is synced: refresh interval, backfill depth, retry policy.
         public var sync: SyncConfiguration
         /// Retention: at most this many items (`keep_items`).
         public var keepItems: Int?
@@ -98,18 +118,25 @@ public struct DaemonConfiguration: Sendable {
         public var keepAge: Duration?
     }
 
+    /// The defaults, with no feeds.
     public init() {}
 
+    /// Where syncd reads its configuration unless `--config` says otherwise.
     public static let defaultPath = "/etc/syncd/syncd.toml"
 }
 
 /// A configuration problem, located in the file when possible.
 public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    /// The configuration file (or `<demo>` for the embedded default).
     public var file: String
+    /// The line of the offending key, when TOMLKit reports it.
     public var line: Int?
+    /// The offending key, as `table.key` or `feed[N].key`.
     public var key: String?
+    /// What is wrong, in words.
     public var message: String
 
+    /// `FILE:LINE: KEY: MESSAGE`, what syncd prints before exiting with EX_CONFIG.
     public var description: String {
         var text = file
         if let line { text += ":\(line)" }

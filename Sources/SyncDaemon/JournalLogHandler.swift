@@ -6,22 +6,27 @@ import Synchronization
 /// with sd-daemon(3) `<N>` priority prefixes, which journald turns into message priorities;
 /// elsewhere it writes timestamped lines. Always to standard error.
 public struct JournalLogHandler: LogHandler {
+    /// Metadata added to every line of this handler's logger.
     public var metadata: Logger.Metadata = [:]
+    /// The lowest level written.
     public var logLevel: Logger.Level
     private let label: String
     private let journal: Bool
 
+    /// A handler for `label`; `environment` decides journal or terminal format (`JOURNAL_STREAM`).
     public init(label: String, level: Logger.Level, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.label = label
         self.logLevel = level
         self.journal = environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
     }
 
+    /// One metadata value of this handler.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
+    /// Writes one line to standard error, with its `<N>` priority prefix under journald.
     public func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }

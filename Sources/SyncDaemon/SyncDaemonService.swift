@@ -18,14 +18,18 @@ import SyncStore
 /// SQLite store; the Varlink control server answers from the same state, and systemd hears
 /// READY=1, STATUS=, WATCHDOG=1 and STOPPING=1.
 public struct SyncDaemonService: Service {
+    /// syncd's version, as `GetInfo`, `syncctl status` and `--version` report it.
     public static let version = SyncdInterface.version
 
+    /// What the daemon runs on.
     public let configuration: DaemonConfiguration
     let logger: Logger
     let notifier: SystemdNotifier
     /// Stored items shown as content rows in each feed's presentation.
     let contentRows: Int
 
+    /// A daemon for `configuration`; `notifier` reaches systemd, `contentRows` is how many stored
+    /// items each feed's status shows.
     public init(configuration: DaemonConfiguration, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(), contentRows: Int = 10) {
         self.configuration = configuration
         self.logger = logger

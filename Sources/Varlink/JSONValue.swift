@@ -4,13 +4,19 @@
 /// knows their types), so the envelope keeps parameters in this form; typed code converts with
 /// ``VarlinkCoding``.
 public enum JSONValue: Sendable, Hashable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// Integers are kept apart from doubles so 64-bit ids and counts survive a round trip.
     case int(Int64)
+    /// A number with a fraction or exponent, or beyond 64-bit integers.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; member order is not kept.
     case object([String: JSONValue])
 
     /// The members when this is an object.
@@ -32,6 +38,7 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 extension JSONValue: Codable {
+    /// Decodes any JSON value, integers as `int` when they fit in 64 bits.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
@@ -51,6 +58,7 @@ extension JSONValue: Codable {
         }
     }
 
+    /// Encodes the value as the JSON it stands for.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
@@ -68,12 +76,18 @@ extension JSONValue: Codable {
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByNilLiteral
 {
+    /// A string from a literal.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An integer from a literal.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// A boolean from a literal.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// An object from a literal; a repeated key keeps its last value.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
+    /// An array from a literal.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// `null` from `nil`.
     public init(nilLiteral: ()) { self = .null }
 }

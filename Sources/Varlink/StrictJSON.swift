@@ -12,11 +12,14 @@ public enum StrictJSON {
     /// Why a message was refused, and where: `path` is the keys (and array indices) leading to
     /// the offending value, empty at the top level.
     public struct Failure: Error, Sendable, Hashable, CustomStringConvertible {
+        /// What is wrong, e.g. "duplicate key" or "nested too deeply".
         public var reason: String
+        /// The keys and array indices leading to the offending value.
         public var path: [String]
         /// Byte offset of the problem.
         public var offset: Int
 
+        /// The reason with its path and offset.
         public var description: String {
             path.isEmpty ? "\(reason) at byte \(offset)" : "\(reason) at \(path.joined(separator: ".")) (byte \(offset))"
         }

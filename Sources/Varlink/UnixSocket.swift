@@ -5,10 +5,14 @@ import Foundation
 
 /// A failed socket system call, with errno turned into text for the operator.
 public struct VarlinkSocketError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The system call or step that failed, e.g. `bind`.
     public var operation: String
+    /// The socket path involved, when there is one.
     public var path: String?
+    /// The `errno` of the failure.
     public var errno: Int32
 
+    /// The operation, path and `strerror` text.
     public var description: String {
         let reason = String(cString: strerror(errno))
         if let path { return "\(operation) \(path): \(reason)" }

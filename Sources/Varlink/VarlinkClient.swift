@@ -7,11 +7,14 @@ import NIOPosix
 
 /// The service could not be reached at all (as opposed to answering with an error).
 public struct VarlinkConnectError: Error, Sendable, CustomStringConvertible {
+    /// The socket path that could not be reached.
     public var path: String
     /// The operating system's explanation, e.g. "No such file or directory".
     public var reason: String
+    /// The `errno` behind it, when one is known.
     public var errno: Int32?
 
+    /// "cannot connect to PATH: REASON".
     public var description: String { "cannot connect to \(path): \(reason)" }
 }
 
@@ -19,11 +22,13 @@ public struct VarlinkConnectError: Error, Sendable, CustomStringConvertible {
 ///
 /// Each ``withConnection(_:)`` opens one connection; calls on it are made one after another.
 public struct VarlinkClient: Sendable {
+    /// The service's socket.
     public var socketPath: String
     /// Largest reply accepted, without its NUL.
     public var maxMessageSize: Int
     private let eventLoopGroup: any EventLoopGroup
 
+    /// A client of the service at `socketPath`, on NIO's shared event loops by default.
     public init(socketPath: String, maxMessageSize: Int = 16 * 1024 * 1024, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.socketPath = socketPath
         self.maxMessageSize = maxMessageSize

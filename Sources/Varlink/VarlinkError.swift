@@ -5,8 +5,10 @@
 public struct VarlinkError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Fully qualified, e.g. `org.varlink.service.MethodNotFound`.
     public var name: String
+    /// The error's parameters, as the interface declares them.
     public var parameters: [String: JSONValue]
 
+    /// An error reply named `name`.
     public init(_ name: String, parameters: [String: JSONValue] = [:]) {
         self.name = name
         self.parameters = parameters
@@ -18,6 +20,7 @@ public struct VarlinkError: Error, Sendable, Hashable, CustomStringConvertible {
         self.parameters = try VarlinkCoding.jsonValue(from: parameters).objectValue ?? [:]
     }
 
+    /// The name and parameters, for logs and error output.
     public var description: String {
         guard !parameters.isEmpty else { return name }
         let rendered = parameters.keys.sorted().map { key in
@@ -36,27 +39,35 @@ public struct VarlinkError: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// The standard errors of `org.varlink.service`, which every client understands.
 extension VarlinkError {
+    /// The interface every Varlink service implements.
     public static let serviceInterface = "org.varlink.service"
 
+    /// The call named an interface the service does not implement.
     public static func interfaceNotFound(_ interface: String) -> VarlinkError {
         VarlinkError("org.varlink.service.InterfaceNotFound", parameters: ["interface": .string(interface)])
     }
 
+    /// The interface has no such method.
     public static func methodNotFound(_ method: String) -> VarlinkError {
         VarlinkError("org.varlink.service.MethodNotFound", parameters: ["method": .string(method)])
     }
 
+    /// The method is declared but has no handler.
     public static func methodNotImplemented(_ method: String) -> VarlinkError {
         VarlinkError("org.varlink.service.MethodNotImplemented", parameters: ["method": .string(method)])
     }
 
+    /// A parameter is missing, of the wrong type, or malformed; `parameter` names it.
     public static func invalidParameter(_ parameter: String) -> VarlinkError {
         VarlinkError("org.varlink.service.InvalidParameter", parameters: ["parameter": .string(parameter)])
     }
 
+    /// The caller may not call this method.
     public static let permissionDenied = VarlinkError("org.varlink.service.PermissionDenied")
 
+    /// A streaming method was called without `more`.
     public static let expectedMore = VarlinkError("org.varlink.service.ExpectedMore")
 
+    /// Whether this is ``permissionDenied``.
     public var isPermissionDenied: Bool { name == VarlinkError.permissionDenied.name }
 }

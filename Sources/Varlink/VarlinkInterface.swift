@@ -1,12 +1,16 @@
 /// The credentials of the process at the other end of a connection, taken from the kernel
 /// (`SO_PEERCRED`, `SO_PEERGROUPS`) when it connected, so they cannot be forged by the peer.
 public struct VarlinkPeer: Sendable, Hashable {
+    /// The peer's process id.
     public var pid: Int32
+    /// The peer's user id.
     public var uid: UInt32
+    /// The peer's primary group id.
     public var gid: UInt32
     /// Supplementary groups at connect time.
     public var groups: [UInt32]
 
+    /// Credentials as read from the kernel.
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
         self.pid = pid
         self.uid = uid
@@ -22,9 +26,12 @@ public struct VarlinkPeer: Sendable, Hashable {
 
 /// A call as seen by a method handler: the call and who made it.
 public struct VarlinkRequest: Sendable {
+    /// The call.
     public var call: VarlinkCall
+    /// Who made it.
     public var peer: VarlinkPeer
 
+    /// A request for a handler.
     public init(call: VarlinkCall, peer: VarlinkPeer) {
         self.call = call
         self.peer = peer
@@ -58,6 +65,7 @@ public struct VarlinkRequest: Sendable {
 public struct VarlinkReplyWriter: Sendable {
     let send: @Sendable (VarlinkReply) async throws -> Void
 
+    /// A writer that hands each reply to `send`.
     public init(_ send: @escaping @Sendable (VarlinkReply) async throws -> Void) {
         self.send = send
     }
@@ -79,11 +87,13 @@ public enum VarlinkMethodHandler: Sendable {
 
 /// Parameters of a method that takes none, or the result of one that returns none.
 public struct VarlinkEmpty: Codable, Sendable, Hashable {
+    /// The empty value.
     public init() {}
 }
 
 /// One interface a service implements: its name, its description (IDL) and method handlers.
 public struct VarlinkInterface: Sendable {
+    /// The fully qualified interface name, e.g. `io.syncd`.
     public let name: String
     /// The interface definition, returned verbatim by `GetInterfaceDescription`.
     public let description: String
@@ -145,7 +155,9 @@ public struct VarlinkInterface: Sendable {
 
 /// A description that does not start with a valid `interface` line.
 public struct VarlinkInterfaceDefinitionError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong with the definition.
     public var reason: String
+    /// "invalid Varlink interface definition: REASON".
     public var description: String { "invalid Varlink interface definition: \(reason)" }
 }
 

@@ -4,6 +4,7 @@ import Foundation
 public struct VarlinkCall: Sendable, Hashable {
     /// Fully qualified method name, e.g. `io.syncd.GetStatus`.
     public var method: String
+    /// The call's parameters.
     public var parameters: [String: JSONValue]
     /// The client wants no reply.
     public var oneway: Bool
@@ -12,6 +13,7 @@ public struct VarlinkCall: Sendable, Hashable {
     /// The client asks to switch the connection to another protocol (not supported here).
     public var upgrade: Bool
 
+    /// A call of `method`; `oneway`, `more` and `upgrade` are the protocol's flags.
     public init(method: String, parameters: [String: JSONValue] = [:], oneway: Bool = false, more: Bool = false, upgrade: Bool = false) {
         self.method = method
         self.parameters = parameters
@@ -93,18 +95,21 @@ public struct VarlinkCall: Sendable, Hashable {
 
 /// One reply from a service.
 public struct VarlinkReply: Sendable, Hashable {
+    /// The reply's parameters (an error's parameters on an error reply).
     public var parameters: [String: JSONValue]
     /// More replies follow for the same call.
     public var continues: Bool
     /// Set on error replies: the fully qualified error name.
     public var error: String?
 
+    /// A reply; `error` makes it an error reply.
     public init(parameters: [String: JSONValue] = [:], continues: Bool = false, error: String? = nil) {
         self.parameters = parameters
         self.continues = continues
         self.error = error
     }
 
+    /// The error reply for `error`.
     public init(error: VarlinkError) {
         self.init(parameters: error.parameters, continues: false, error: error.name)
     }
@@ -114,6 +119,7 @@ public struct VarlinkReply: Sendable, Hashable {
         error.map { VarlinkError($0, parameters: parameters) }
     }
 
+    /// The reply as sent: its JSON object, without the NUL that ends it on the wire.
     public func encoded() throws -> Data {
         var object: [String: JSONValue] = ["parameters": .object(parameters)]
         if continues { object["continues"] = true }
@@ -148,11 +154,16 @@ public struct VarlinkReply: Sendable, Hashable {
 
 /// Violations of the wire protocol seen by a client.
 public enum VarlinkProtocolError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A reply that is not a valid Varlink message (the text says why).
     case malformedReply(String)
+    /// A reply longer than the client accepts.
     case messageTooLarge(limit: Int)
+    /// The service closed the connection before the reply.
     case connectionClosed
+    /// A reply said `continues` to a call that did not ask for `more`.
     case unexpectedContinuation
 
+    /// The violation in words.
     public var description: String {
         switch self {
         case .malformedReply(let why): "malformed Varlink reply: \(why)"

@@ -22,7 +22,9 @@ public final class VarlinkServer: Sendable {
         case fileDescriptor(Int32)
     }
 
+    /// Where the server listens and the limits that protect it.
     public struct Configuration: Sendable {
+        /// The socket to serve.
         public var listen: Listen
         /// Connections beyond this are closed as soon as they are accepted.
         public var maxConnections: Int
@@ -38,6 +40,8 @@ public final class VarlinkServer: Sendable {
         /// a client that connects and goes quiet cannot keep its slot.
         public var idleTimeout: Duration
 
+        /// A configuration; per-user and root-reserved slots default to a quarter and a sixteenth
+        /// of `maxConnections`.
         public init(
             listen: Listen,
             maxConnections: Int = 64,
@@ -55,6 +59,7 @@ public final class VarlinkServer: Sendable {
         }
     }
 
+    /// What the server was made with.
     public let configuration: Configuration
     private let service: VarlinkService
     private let logger: Logger
@@ -71,6 +76,7 @@ public final class VarlinkServer: Sendable {
         var listening: Bool?
     }
 
+    /// A server for `service`; `run()` starts it.
     public init(
         service: VarlinkService,
         configuration: Configuration,

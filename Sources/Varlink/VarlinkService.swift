@@ -1,10 +1,15 @@
 /// What `org.varlink.service.GetInfo` reports.
 public struct VarlinkServiceInfo: Sendable, Hashable, Codable {
+    /// Who makes the service.
     public var vendor: String
+    /// The product's name.
     public var product: String
+    /// The product's version.
     public var version: String
+    /// Where the product is documented.
     public var url: String
 
+    /// A service description.
     public init(vendor: String, product: String, version: String, url: String) {
         self.vendor = vendor
         self.product = product
@@ -15,9 +20,11 @@ public struct VarlinkServiceInfo: Sendable, Hashable, Codable {
 
 /// A set of interfaces plus the mandatory `org.varlink.service`, and the routing of calls.
 public struct VarlinkService: Sendable {
+    /// What `GetInfo` reports.
     public let info: VarlinkServiceInfo
     private let interfaces: [String: VarlinkInterface]
 
+    /// A service of `interfaces` plus `org.varlink.service`.
     public init(info: VarlinkServiceInfo, interfaces: [VarlinkInterface]) {
         self.info = info
         var byName: [String: VarlinkInterface] = [:]
