@@ -2,7 +2,7 @@ import AsyncBroadcast
 import ConnectivityPolicy
 import Foundation
 import Logging
-import SyncCore
+@_spi(StateMachine) import SyncCore
 
 /// Keeps one feed in sync: drives its ``FeedMachine`` with a ``FeedSource``, a ``FeedStore``,
 /// connectivity verdicts, triggers and timers.

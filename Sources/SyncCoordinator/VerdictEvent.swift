@@ -1,5 +1,5 @@
 import ConnectivityPolicy
-import SyncCore
+@_spi(StateMachine) import SyncCore
 
 extension FeedEvent {
     /// The machine's connectivity event for a connectivity verdict.

@@ -1,24 +1,31 @@
 /// Identifies one request or one timer, so that answers to cancelled work are recognised.
-package struct FetchToken: Sendable, Hashable, Comparable, CustomStringConvertible {
-    package let value: UInt64
+@_spi(StateMachine) public struct FetchToken: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The token's number; each new request or timer gets a larger one.
+    public let value: UInt64
 
-    package init(_ value: UInt64) {
+    /// The token numbered `value`.
+    public init(_ value: UInt64) {
         self.value = value
     }
 
-    package static func < (lhs: FetchToken, rhs: FetchToken) -> Bool { lhs.value < rhs.value }
-    package var description: String { "#\(value)" }
+    /// Older tokens sort first.
+    public static func < (lhs: FetchToken, rhs: FetchToken) -> Bool { lhs.value < rhs.value }
+    /// `#N`, as logs show it.
+    public var description: String { "#\(value)" }
 }
 
 /// A request the machine wants sent.
-package struct FetchRequest: Sendable, Hashable {
-    package var direction: Direction
+@_spi(StateMachine) public struct FetchRequest: Sendable, Hashable {
+    /// Which way to load.
+    public var direction: Direction
     /// The cursor to continue from. `nil` for `initial`, and for `newer` when the server never
     /// gave a newer cursor (the feed was empty): then the source's first page is fetched.
-    package var cursor: String?
-    package var token: FetchToken
+    public var cursor: String?
+    /// Identifies this request's answer.
+    public var token: FetchToken
 
-    package init(direction: Direction, cursor: String?, token: FetchToken) {
+    /// A request to load `direction` from `cursor`.
+    public init(direction: Direction, cursor: String?, token: FetchToken) {
         self.direction = direction
         self.cursor = cursor
         self.token = token
@@ -26,7 +33,7 @@ package struct FetchRequest: Sendable, Hashable {
 }
 
 /// What happens to a feed: triggers, answers, timers and connectivity.
-package enum FeedEvent: Sendable, Hashable {
+@_spi(StateMachine) public enum FeedEvent: Sendable, Hashable {
     /// The feed starts: the first load, or a refresh of a feed loaded in an earlier run.
     case start
     /// Manual refresh: loads newer items (or retries a failed first load).
@@ -56,7 +63,7 @@ package enum FeedEvent: Sendable, Hashable {
 }
 
 /// What the machine asks its driver (the coordinator) to do.
-package enum FeedEffect: Sendable, Hashable {
+@_spi(StateMachine) public enum FeedEffect: Sendable, Hashable {
     /// Send a request; answer with `.committed` or `.failed` carrying the same token.
     case fetch(FetchRequest)
     /// Cancel a request in flight; its answer, if any, must not be committed.

@@ -20,9 +20,11 @@ import Foundation
 /// - an open ``FeedGap`` (a page-numbered feed got more new items than a page) is loaded before
 ///   anything newer, at most ``SyncConfiguration/gapPageLimit`` pages per trigger; a gap still
 ///   open after that is shown as a newer failure until a later refresh closes it.
-package struct FeedMachine: Sendable {
-    package let feed: String
-    package var configuration: SyncConfiguration
+@_spi(StateMachine) public struct FeedMachine: Sendable {
+    /// The feed's identifier.
+    public let feed: String
+    /// How the feed is synced; changes apply from the next event.
+    public var configuration: SyncConfiguration
 
     private var persisted: PersistedFeed
     private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
@@ -64,7 +66,7 @@ package struct FeedMachine: Sendable {
     }
 
     /// A machine for a feed, starting from what the store holds.
-    package init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default) {
+    public init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default) {
         self.feed = feed
         self.persisted = persisted
         self.configuration = configuration
@@ -76,7 +78,7 @@ package struct FeedMachine: Sendable {
     // MARK: Reading
 
     /// The state clients see.
-    package var state: FeedState {
+    public var state: FeedState {
         FeedState(
             feed: feed,
             initial: publicState(.initial),
@@ -94,10 +96,10 @@ package struct FeedMachine: Sendable {
     }
 
     /// The stored feed as last reported by the store.
-    package var persistedFeed: PersistedFeed { persisted }
+    public var persistedFeed: PersistedFeed { persisted }
 
     /// Whether `token` is the request in flight for `direction`: only then may its page be committed.
-    package func isRunning(_ token: FetchToken, in direction: Direction) -> Bool {
+    public func isRunning(_ token: FetchToken, in direction: Direction) -> Bool {
         lane(direction).running == token
     }
 
@@ -107,7 +109,7 @@ package struct FeedMachine: Sendable {
     /// Lets a driver fetch that page while this one is being committed. The machine still
     /// decides: the driver hands the early answer only to a fetch the machine asks for with the
     /// same cursor, and drops it otherwise.
-    package func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
+    public func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
         guard direction != .newer, lane(direction).running == token, !isOffline, !backfillStalled,
               let cursor = page.olderCursor, persisted.itemCount + page.items.count < configuration.backfillDepth,
               !fruitlessCursors.contains(ExactID(cursor)), !(lane(direction).cursor ?? "").isExactly(cursor)
@@ -120,12 +122,12 @@ package struct FeedMachine: Sendable {
     }
 
     /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.
-    package func attempts(_ direction: Direction) -> Int {
+    public func attempts(_ direction: Direction) -> Int {
         lane(direction).attempt
     }
 
     /// Whether `token` is the timer scheduled for `direction`.
-    package func isScheduled(_ token: FetchToken, in direction: Direction) -> Bool {
+    public func isScheduled(_ token: FetchToken, in direction: Direction) -> Bool {
         lane(direction).timer == token
     }
 
@@ -143,7 +145,7 @@ package struct FeedMachine: Sendable {
     // MARK: Events
 
     /// Applies one event at `now`, drawing jitter from `random`, and returns what to do.
-    package mutating func handle<R: RandomSource>(_ event: FeedEvent, now: Date, random: inout R) -> [FeedEffect] {
+    public mutating func handle<R: RandomSource>(_ event: FeedEvent, now: Date, random: inout R) -> [FeedEffect] {
         self.now = now
         effects = []
         switch event {

@@ -1,5 +1,5 @@
 import Foundation
-import SyncCore
+@_spi(StateMachine) import SyncCore
 import Testing
 
 @Suite struct FeedMachineConnectivityTests {

@@ -1,5 +1,5 @@
 import Foundation
-import SyncCore
+@_spi(StateMachine) import SyncCore
 import Testing
 
 /// A newest-first server with integer ids 1...newest and Mastodon-like cursors (the id itself).

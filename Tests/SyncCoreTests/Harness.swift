@@ -1,6 +1,6 @@
 import Testing
 import Foundation
-import SyncCore
+@_spi(StateMachine) import SyncCore
 
 /// Drives a ``FeedMachine`` by hand: a fake store (``FeedLog``), a manual "now", and a record of
 /// every effect so tests can tell what the machine asked for.

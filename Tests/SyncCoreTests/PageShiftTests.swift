@@ -1,5 +1,5 @@
 import Foundation
-import SyncCore
+@_spi(StateMachine) import SyncCore
 import Testing
 
 /// Page-numbered feeds (GitHub) and page shifts: where new items go, gaps, and backfill that

@@ -1,5 +1,5 @@
 import Foundation
-import SyncCore
+@_spi(StateMachine) import SyncCore
 import Testing
 
 /// The first-load error stays on screen while it is retried, and refreshes count new items.

@@ -7,7 +7,7 @@
 import Benchmark
 import Foundation
 import SyncBenchmarkSupport
-import SyncCore
+@_spi(StateMachine) import SyncCore
 
 let peak10Metric = BenchmarkMetric.custom("peak requests / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
 let peak1Metric = BenchmarkMetric.custom("peak requests / 1 ms", polarity: .prefersSmaller, useScalingFactor: false)

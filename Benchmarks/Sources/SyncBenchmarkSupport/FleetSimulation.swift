@@ -1,5 +1,5 @@
 import Foundation
-import SyncCore
+@_spi(StateMachine) import SyncCore
 
 /// A pure, discrete-event simulation of a fleet of agents reconnecting together after an outage,
 /// each driven by its own ``FeedMachine`` (the real reducer syncd's coordinator runs) with its own
