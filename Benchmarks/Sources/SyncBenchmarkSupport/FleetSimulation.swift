@@ -133,7 +133,7 @@ public enum FleetSimulation {
         }
         // t = 0: the network is back for everyone.
         for agent in 0..<scenario.agents {
-            let effects = machines[agent].handle(.online, now: date(0), random: &randoms[agent])
+            let effects = machines[agent].handle(.online(), now: date(0), random: &randoms[agent])
             perform(effects, agent: agent, now: 0)
         }
         var steps = 0
