@@ -289,8 +289,11 @@ public enum KernelRoute: Sendable, Hashable, Codable {
 ///
 /// Values are kept in a canonical order so that two snapshots of the same tables compare equal.
 public struct NetworkSnapshot: Sendable, Hashable, Codable {
+    /// Every link, by index.
     public private(set) var links: [LinkInfo]
+    /// Every address, by link index, then address, then prefix length.
     public private(set) var addresses: [AddressInfo]
+    /// Every route of every table, in the order ``RouteInfo`` sorts them.
     public private(set) var routes: [RouteInfo]
     /// The kernel's own route lookups, for the addresses someone asked the monitor to track
     /// (`NetlinkMonitor.track(_:)`), taken with the tables above. When an address has one, the

@@ -5,6 +5,7 @@ import Foundation
 public struct FeedLog: Sendable, Hashable {
     /// Stored items, newest first.
     public private(set) var items: [FeedItem] = []
+    /// The feed's cursors and counts, as a store would persist them.
     public private(set) var feed: PersistedFeed = .fresh
     private var ids: Set<ExactID> = []
     /// The newest item stored when the open gap opened: gap pages go just above it.
