@@ -99,6 +99,13 @@ let package = Package(
             path: "Benchmarks/SyncThroughput",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        /// N items: the release syncd binary vs a raw-socket client that only walks the pages (issue 14).
+        .executableTarget(
+            name: "SyncFloor",
+            dependencies: ["BenchmarkSupport", "SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/SyncFloor",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
         /// Carrier back → first retried request at the server; carrier loss → coordinator paused.
         .executableTarget(
             name: "ReconnectLatency",

@@ -27,10 +27,11 @@ public actor ThroughputRig {
     public let requestsVersion: String
     public private(set) var pairs: [(syncd: Run, python: Run)] = []
 
-    public init(items: Int = 100_000, pageSize: Int = 100) async throws {
+    /// - Parameter python: whether the Python baseline will run (its `requests` is checked).
+    public init(items: Int = 100_000, pageSize: Int = 100, python: Bool = true) async throws {
         self.items = items
         self.pageSize = pageSize
-        requestsVersion = try Self.checkPythonRequests()
+        requestsVersion = python ? try Self.checkPythonRequests() : "not used"
         server = try LineProcess(
             executable: try HelperPaths.executable("demo-feed"),
             arguments: [
@@ -240,6 +241,25 @@ public actor ThroughputRig {
 
     static func removeDatabase(_ path: String) {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    /// One floor walk and one whole-daemon sync of the same feed from the same server, in
+    /// alternating order (even iterations start with the floor).
+    public func measureFloorPair(index: Int) async throws -> (floor: FloorClient.Walk, daemon: Run) {
+        let expectedPages = (items + pageSize - 1) / pageSize
+        func floor() async throws -> FloorClient.Walk {
+            let walk = try await FloorClient.walk(feedURL)
+            // The last page is the one without `next`: a full feed of whole pages ends with it.
+            guard walk.pages >= expectedPages else { throw SyncRigError("the floor client walked \(walk.pages) pages, expected at least \(expectedPages)") }
+            return walk
+        }
+        if index % 2 == 0 {
+            let walk = try await floor()
+            return (walk, try await runDaemon(index))
+        } else {
+            let run = try await runDaemon(index)
+            return (try await floor(), run)
+        }
     }
 
     public func summary() -> String {

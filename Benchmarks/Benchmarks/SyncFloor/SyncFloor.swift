@@ -1,0 +1,81 @@
+// Sync against the wire's floor (issue 14): N items (pages of 100) from the reference server,
+// (a) walked by a plain keep-alive client on a raw socket that only follows the `Link` headers
+// and reads the bodies (FloorClient: no parse, no store), and (b) synced by the release `syncd`
+// binary, timed from exec until its store holds every item with the end reached. Same server,
+// same run, alternating order; the summary gives syncd's time as a multiple of the floor's.
+//
+// Knobs: SYNC_FLOOR_ITEMS (default 100000), SYNC_FLOOR_ITERATIONS (default 3).
+
+import Benchmark
+import Foundation
+import Synchronization
+import SyncBenchmarkSupport
+import BenchmarkSupport
+
+let floorMetric = BenchmarkMetric.custom("floor client (ms)", polarity: .prefersSmaller, useScalingFactor: false)
+let daemonMetric = BenchmarkMetric.custom("syncd exec → all stored (ms)", polarity: .prefersSmaller, useScalingFactor: false)
+let multipleMetric = BenchmarkMetric.custom("syncd / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
+
+let benchmarks: @Sendable () -> Void = {
+    let holder = RigHolder<ThroughputRig>("sync-floor")
+    let environment = ProcessInfo.processInfo.environment
+    let iterations = Int(environment["SYNC_FLOOR_ITERATIONS"] ?? "") ?? 3
+    let items = Int(environment["SYNC_FLOOR_ITEMS"] ?? "") ?? 100_000
+    let results = ResultLog()
+    Benchmark(
+        "Sync \(items) items: syncd vs the floor client",
+        configuration: .init(
+            metrics: [.wallClock, floorMetric, daemonMetric, multipleMetric],
+            timeUnits: .milliseconds,
+            units: [floorMetric: .count, daemonMetric: .count, multipleMetric: .count],
+            warmupIterations: 0,
+            maxDuration: .seconds(3600),
+            maxIterations: iterations,
+            setup: {
+                let rig = try await ThroughputRig(items: items, pageSize: 100, python: false)
+                holder.rig.withLock { $0 = rig }
+            },
+            teardown: {
+                guard let rig = holder.rig.withLock({ $0 }) else { return }
+                print(results.summary(items: items))
+                await rig.shutdown()
+                holder.rig.withLock { $0 = nil }
+            }
+        )
+    ) { benchmark in
+        do {
+            let rig = try holder.current
+            benchmark.startMeasurement()
+            let pair = try await rig.measureFloorPair(index: benchmark.currentIteration)
+            benchmark.stopMeasurement()
+            results.append(floor: pair.floor.seconds, daemon: pair.daemon.seconds, pages: pair.floor.pages, bytes: pair.floor.bodyBytes)
+            benchmark.measurement(floorMetric, Int(pair.floor.seconds * 1000))
+            benchmark.measurement(daemonMetric, Int(pair.daemon.seconds * 1000))
+            benchmark.measurement(multipleMetric, Int(100 * pair.daemon.seconds / pair.floor.seconds))
+        } catch {
+            benchmark.error("sync-floor: \(error)")
+        }
+    }
+}
+
+/// Every pair of the run, for the closing summary.
+final class ResultLog: Sendable {
+    private let pairs = Mutex<[(floor: Double, daemon: Double, pages: Int, bytes: Int)]>([])
+
+    func append(floor: Double, daemon: Double, pages: Int, bytes: Int) {
+        pairs.withLock { $0.append((floor, daemon, pages, bytes)) }
+    }
+
+    func summary(items: Int) -> String {
+        let all = pairs.withLock { $0 }
+        var lines = ["sync-floor summary, \(items) items:"]
+        for (index, pair) in all.enumerated() {
+            let multiple = pair.daemon / pair.floor
+            lines.append(String(
+                format: "  run %d: floor %.3f s (%d pages, %.1f MiB of bodies), syncd %.3f s: %.2f× the floor (target ≤ 2×: %@)",
+                index + 1, pair.floor, pair.pages, Double(pair.bytes) / 1_048_576, pair.daemon, multiple, multiple <= 2 ? "met" : "missed"
+            ))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
