@@ -56,6 +56,14 @@ let package = Package(
 
         /// One fan-out type: the latest value and every later one to any number of async streams.
         .target(name: "AsyncBroadcast"),
+        /// A `Clock` that sleeps on SwiftNIO event-loop timers instead of libdispatch.
+        .target(
+            name: "EventLoopClock",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
 
         /// Network snapshot model, carrier rule and the connectivity verdict.
         .target(name: "ConnectivityPolicy"),
@@ -160,6 +168,7 @@ let package = Package(
         .target(
             name: "Varlink",
             dependencies: [
+                "EventLoopClock",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -188,7 +197,7 @@ let package = Package(
             name: "SyncDaemon",
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
-                "HTTPFeedSource", "SyncControl", "AsyncBroadcast",
+                "HTTPFeedSource", "SyncControl", "AsyncBroadcast", "EventLoopClock",
                 "NameResolution", "ConnectivityCheck", "Reachability",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -207,6 +216,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -236,6 +247,10 @@ let package = Package(
         // MARK: Tests
 
         .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
+        .testTarget(
+            name: "EventLoopClockTests",
+            dependencies: ["EventLoopClock", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
         .testTarget(name: "NameResolutionTests", dependencies: ["NameResolution", "ConnectivityPolicy", "TestSupport"]),
         .testTarget(
             name: "ConnectivityCheckTests",

@@ -1,4 +1,5 @@
 import AsyncBroadcast
+import EventLoopClock
 import Foundation
 import SyncControl
 import SyncCoordinator
@@ -7,7 +8,7 @@ import SyncStore
 
 /// Answers `io.syncd` calls from the coordinator and the store.
 struct DaemonControlHandler: SyncControlHandler {
-    let coordinator: SyncCoordinator<ContinuousClock>
+    let coordinator: SyncCoordinator<EventLoopClock>
     let store: SQLiteFeedStore
     let broadcaster: Broadcast<ControlStatus>
     let feedNames: [String]

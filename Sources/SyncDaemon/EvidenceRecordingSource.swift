@@ -1,3 +1,4 @@
+import EventLoopClock
 import Reachability
 import SyncCore
 
@@ -7,7 +8,7 @@ import SyncCore
 /// `server-unreachable`, from the requests the feed makes anyway.
 struct EvidenceRecordingSource: FeedSource {
     let base: any FeedSource
-    let reachability: HostReachability<ContinuousClock>
+    let reachability: HostReachability<EventLoopClock>
     /// Named in the evidence: "feed.example: connection timed out".
     let host: String
 

@@ -1,5 +1,6 @@
 import AsyncBroadcast
 import ConnectivityPolicy
+import EventLoopClock
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -11,7 +12,7 @@ import SyncStore
 /// Keeps the control interface's status and systemd's STATUS= line current: rebuilds the
 /// status whenever a feed's state or the connectivity verdict changes.
 actor StatusReporter: Service {
-    private let coordinator: SyncCoordinator<ContinuousClock>
+    private let coordinator: SyncCoordinator<EventLoopClock>
     private let store: SQLiteFeedStore
     private let broadcaster: Broadcast<ControlStatus>
     private let notifier: SystemdNotifier
@@ -28,7 +29,7 @@ actor StatusReporter: Service {
     private var rowCache: [String: [String: ControlRow]] = [:]
 
     init(
-        coordinator: SyncCoordinator<ContinuousClock>, store: SQLiteFeedStore, broadcaster: Broadcast<ControlStatus>,
+        coordinator: SyncCoordinator<EventLoopClock>, store: SQLiteFeedStore, broadcaster: Broadcast<ControlStatus>,
         notifier: SystemdNotifier, sources: [String: String], contentRows: Int,
         connectivity verdicts: AsyncStream<Verdict>, logger: Logger
     ) {

@@ -1,6 +1,7 @@
 import AsyncBroadcast
 import ConnectivityCheck
 import ConnectivityPolicy
+import EventLoopClock
 import Foundation
 import HTTPFeedSource
 import Logging
@@ -27,6 +28,9 @@ public struct SyncDaemonService: Service {
     let notifier: SystemdNotifier
     /// Stored items shown as content rows in each feed's presentation.
     let contentRows: Int
+    /// Every timer of the daemon (retries, refreshes, settle, checks, the watchdog): event-loop
+    /// timers, so an idle daemon has no periodic wakeup of libdispatch's.
+    let clock = EventLoopClock()
 
     /// A daemon for `configuration`; `notifier` reaches systemd, `contentRows` is how many stored
     /// items each feed's status shows.
@@ -78,9 +82,9 @@ public struct SyncDaemonService: Service {
     }
 
     private func runParts(store: SQLiteFeedStore, monitor: NetlinkMonitor, client: HTTPFeedClient, checker: ConnectivityChecker?) async throws {
-        let coordinator = SyncCoordinator(store: store, logger: logger)
+        let coordinator = SyncCoordinator(store: store, clock: clock, logger: logger)
         let resolver = NameResolver(configuration: .init(refreshInterval: configuration.resolveInterval), logger: logger)
-        var reachabilities: [HostReachability<ContinuousClock>] = []
+        var reachabilities: [HostReachability<EventLoopClock>] = []
         var sources: [String: String] = [:]
         for feed in configuration.feeds {
             let http = try HTTPFeedSource(configuration: feed.http, client: client, logger: logger)
@@ -117,11 +121,11 @@ public struct SyncDaemonService: Service {
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
             sources: sources, contentRows: contentRows,
-            connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle),
+            connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock),
             logger: logger
         )
         // A second view of the internet verdict: reconnects re-resolve names and re-run the check.
-        let internetChanges = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle)
+        let internetChanges = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock)
         try prepareSocketDirectory()
 
         let hosts = reachabilities
@@ -172,7 +176,7 @@ public struct SyncDaemonService: Service {
     /// second instance fails there and never reports ready) and the status carries the
     /// connectivity the monitor already knows, not "unknown".
     private func sync(
-        coordinator: SyncCoordinator<ContinuousClock>, server: SyncControlServer, reporter: StatusReporter,
+        coordinator: SyncCoordinator<EventLoopClock>, server: SyncControlServer, reporter: StatusReporter,
         broadcaster: Broadcast<ControlStatus>, monitor: NetlinkMonitor
     ) async throws {
         guard await server.waitUntilListening() else {
@@ -197,7 +201,7 @@ public struct SyncDaemonService: Service {
     /// The ladder for one feed's host: its addresses (a literal) or its name, judged by the
     /// kernel's route, the resolver, and the evidence of its requests; an unreachable server is
     /// probed with a TCP connect to the feed's port.
-    private func feedReachability(_ feed: DaemonConfiguration.Feed, monitor: NetlinkMonitor, resolver: NameResolver) -> HostReachability<ContinuousClock> {
+    private func feedReachability(_ feed: DaemonConfiguration.Feed, monitor: NetlinkMonitor, resolver: NameResolver) -> HostReachability<EventLoopClock> {
         let url = feed.http.url
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         let timeout = configuration.connectTimeout
@@ -206,6 +210,7 @@ public struct SyncDaemonService: Service {
             monitor: monitor,
             resolver: resolver,
             configuration: .init(settle: configuration.settle, unansweredThreshold: configuration.unansweredThreshold),
+            clock: clock,
             probe: { address in
                 if case .unreachable = await ServerProbe.connect(to: address, port: port, timeout: timeout) { return false }
                 return true
@@ -221,7 +226,7 @@ public struct SyncDaemonService: Service {
         _ changes: AsyncStream<Verdict>,
         resolver: NameResolver,
         checker: ConnectivityChecker?,
-        reachabilities: [HostReachability<ContinuousClock>]
+        reachabilities: [HostReachability<EventLoopClock>]
     ) async {
         let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         await withTaskGroup(of: Void.self) { group in
@@ -237,7 +242,7 @@ public struct SyncDaemonService: Service {
             if let checker {
                 group.addTask {
                     while !Task.isCancelled {
-                        do { try await Task.sleep(for: checker.configuration.interval) } catch { break }
+                        do { try await clock.sleep(for: checker.configuration.interval) } catch { break }
                         trigger.yield()
                     }
                 }
@@ -289,11 +294,11 @@ public struct SyncDaemonService: Service {
     }
 
     /// Pings the watchdog only while the coordinator answers, so a wedged daemon gets restarted.
-    private func watchdog(every interval: Duration, coordinator: SyncCoordinator<ContinuousClock>) async {
+    private func watchdog(every interval: Duration, coordinator: SyncCoordinator<EventLoopClock>) async {
         while !Task.isCancelled {
             _ = await coordinator.feedIDs
             notifier.notify("WATCHDOG=1")
-            try? await Task.sleep(for: interval)
+            try? await clock.sleep(for: interval)
         }
     }
 }

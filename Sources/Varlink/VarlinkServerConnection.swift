@@ -1,3 +1,4 @@
+import EventLoopClock
 import Foundation
 import Logging
 import NIOCore
@@ -53,7 +54,7 @@ struct VarlinkServerConnection: Sendable {
             }
             group.addTask {
                 while true {
-                    try await Task.sleep(until: lifecycle.idleDeadline(timeout: idleTimeout), clock: .continuous)
+                    try await EventLoopClock().sleep(until: lifecycle.idleDeadline(timeout: idleTimeout))
                     if lifecycle.closeIfIdle(timeout: idleTimeout) { return .idle }
                 }
             }

@@ -2,11 +2,28 @@ import ArgumentParser
 import DemoFeedServer
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import SyncDaemon
 
-/// `syncd`: the daemon. A thin command over ``SyncDaemonService``.
+/// The entry point: puts Swift Concurrency's global executor on SwiftNIO's singleton event loops
+/// before any task runs, then runs the command.
+///
+/// On libdispatch's global queues, the first worker thread starts a pool monitor that wakes the
+/// process every second for good: an idle daemon would never be idle. On NIO's loops (which
+/// AsyncHTTPClient and the control socket use anyway) a task resumed by a response also runs on the
+/// loop that read it, with no hand-over to another thread per page. Sleeps stay off libdispatch
+/// through `EventLoopClock`.
 @main
+enum SyncdMain {
+    static func main() async {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        await Syncd.main()
+    }
+}
+
+/// `syncd`: the daemon. A thin command over ``SyncDaemonService``.
 struct Syncd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "syncd",
