@@ -125,6 +125,7 @@ let package = Package(
             dependencies: [
                 "SyncCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         /// Actor that drives feed sources from connectivity, triggers and the retry policy.

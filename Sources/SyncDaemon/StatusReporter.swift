@@ -24,6 +24,8 @@ actor StatusReporter: Service {
     private var connectivity: Verdict?
     private var connectivitySince: Date?
     private(set) var statusLine = "starting"
+    /// The shortest time between two rebuilds of the status.
+    static let minimumInterval = Duration.milliseconds(100)
     /// The content rows last shown, per feed, by item id. A stored item never changes, so its
     /// row (a JSON parse and a summary) is made once while it stays among the top rows.
     private var rowCache: [String: [String: ControlRow]] = [:]
@@ -46,8 +48,10 @@ actor StatusReporter: Service {
     /// Follows feed states and the connectivity verdicts until graceful shutdown or cancellation.
     ///
     /// A refresh reads every feed's state afresh, so changes that arrive while one is being
-    /// built coalesce into the next: during a backfill that commits a page every few
-    /// milliseconds the status is rebuilt as often as it can be, not once per buffered change.
+    /// built, or within ``minimumInterval`` after it, coalesce into the next: a lone change is
+    /// shown at once, and a backfill that commits a page every millisecond rebuilds the status
+    /// (a store read per feed, a publication to every watcher) ten times a second, not a
+    /// thousand.
     func run() async {
         await cancelWhenGracefulShutdown { await self.follow() }
     }
@@ -66,7 +70,11 @@ actor StatusReporter: Service {
                 for await _ in await self.coordinator.updates() { signal.yield() }
             }
             group.addTask {
-                for await _ in pending { await self.refresh() }
+                let clock = EventLoopClock()
+                for await _ in pending {
+                    await self.refresh()
+                    do { try await clock.sleep(for: Self.minimumInterval) } catch { return }
+                }
             }
         }
     }

@@ -66,25 +66,17 @@ extension SQLiteFeedStore {
                     first = lower + count
                 }
             }
+            let insert = try RawStatement(db, sql: SQLiteFeedStore.insertSQL)
+            try insert.bind(1, feed)
+            try insert.bind(5, storedAt)
             var inserted = 0
-            var offset = 0
-            while offset < count {
-                // Many rows per statement: one step for a whole chunk instead of one per item.
-                let rows = min(count - offset, SQLiteFeedStore.rowsPerInsert)
-                let insert = try db.cachedStatement(sql: SQLiteFeedStore.insertSQL(rows: rows))
-                var values: [(any DatabaseValueConvertible)?] = []
-                values.reserveCapacity(rows * 5)
-                for index in offset..<(offset + rows) {
-                    let item = items[index]
-                    values.append(feed)
-                    values.append(item.id)
-                    values.append(first - index)
-                    values.append(item.payload)
-                    values.append(storedAt)
-                }
-                try insert.execute(arguments: StatementArguments(values))
+            for (index, item) in items.enumerated() {
+                defer { insert.reset() }
+                try insert.bind(2, item.id)
+                try insert.bind(3, first - index)
+                try insert.bind(4, item.payload)
+                _ = try insert.step()
                 inserted += db.changesCount
-                offset += rows
             }
             return (inserted, shift)
         }

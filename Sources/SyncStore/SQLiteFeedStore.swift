@@ -271,7 +271,12 @@ public struct SQLiteFeedStore: FeedStore {
                 gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
             ])
         hook?(.cursorsWritten)
-        return CommitOutcome(feed: try persisted(db, feed: feed), pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
+        // What the UPDATE just wrote, without reading it back.
+        let after = PersistedFeed(
+            olderCursor: cursors.older, newerCursor: cursors.newer, endReached: cursors.endReached, hasLoaded: true,
+            itemCount: current.itemCount + inserted - pruned, lastSyncAt: Date(timeIntervalSinceReferenceDate: date.timeIntervalSinceReferenceDate),
+            revision: current.revision + 1, gap: gap.gap)
+        return CommitOutcome(feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
     }
 
     /// Deletes the oldest items beyond `retention`'s limits, never the newest `minimum`; returns
@@ -312,32 +317,18 @@ public struct SQLiteFeedStore: FeedStore {
     /// byte for byte, as the store's primary key does).
     private static func storedPositions(_ db: Database, feed: String, ids: [String]) throws -> [ExactID: Int] {
         var result: [ExactID: Int] = [:]
-        var offset = 0
-        while offset < ids.count {
-            let count = min(ids.count - offset, rowsPerLookup)
-            let statement = try db.cachedStatement(
-                sql: "SELECT id, position FROM item WHERE feed = ? AND id IN (" + repeatElement("?", count: count).joined(separator: ", ") + ")")
-            var values: [(any DatabaseValueConvertible)?] = [feed]
-            values.reserveCapacity(count + 1)
-            for id in ids[offset..<(offset + count)] { values.append(id) }
-            let rows = try Row.fetchCursor(statement, arguments: StatementArguments(values))
-            while let row = try rows.next() {
-                result[ExactID(row[0])] = row[1]
-            }
-            offset += count
+        // One primary-key probe per id: as cheap as a chunked IN list, with one fixed statement.
+        let lookup = try RawStatement(db, sql: "SELECT position FROM item WHERE feed = ? AND id = ?")
+        try lookup.bind(1, feed)
+        for id in ids {
+            defer { lookup.reset() }
+            try lookup.bind(2, id)
+            if try lookup.step() { result[ExactID(id)] = lookup.int(0) }
         }
         return result
     }
 
-    /// Ids per lookup: the full chunk size keeps the number of distinct cached statements small.
-    private static let rowsPerLookup = 250
-
-    /// Rows per multi-row INSERT: five parameters each, well inside SQLite's limit of 32,766.
-    static let rowsPerInsert = 250
-
-    static func insertSQL(rows: Int) -> String {
-        "INSERT INTO item (feed, id, position, payload, stored_at) VALUES "
-            + repeatElement("(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
-            + " ON CONFLICT(feed, id) DO NOTHING"
-    }
+    /// One item; a row already stored under its (feed, id) is left alone. Bound per item: a
+    /// reset keeps the bindings, so the feed and the time are bound once per run.
+    static let insertSQL = "INSERT INTO item (feed, id, position, payload, stored_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(feed, id) DO NOTHING"
 }

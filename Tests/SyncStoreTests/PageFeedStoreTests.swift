@@ -30,6 +30,8 @@ import TestSupport
             let expected = reference.commit(p, direction: direction, at: date)
             let actual = try await store.commit(feed: "f", direction: direction, page: p, at: date)
             #expect(actual == expected, "seed \(seed) step \(step)")
+            // The outcome is computed, not read back: it must be what a later load reads.
+            #expect(try await store.load(feed: "f") == actual.feed, "seed \(seed) step \(step)")
             let stored = try await store.items(feed: "f", offset: 0, limit: 1_000).map(\.id)
             #expect(stored == reference.items.map(\.id), "seed \(seed) step \(step): \(direction) \(unique) gap \(String(describing: reference.feed.gap))")
             if actual != expected || stored != reference.items.map(\.id) { break }
@@ -47,6 +49,18 @@ import TestSupport
         _ = try await store.commit(feed: "f", direction: .older, page: page(["9", "8.7", "8.5", "8"], older: "p4", newer: nil), at: date)
         #expect(try await store.items(feed: "f", offset: 0, limit: 100).map(\.id) == ["12", "11", "10", "9", "8.7", "8.5", "8"])
         #expect(try await store.load(feed: "f").itemCount == 7)
+    }
+
+    /// An empty id and an empty payload are stored as empty, not as NULL (which the schema refuses).
+    @Test func emptyIdsAndPayloadsAreStoredAsEmpty() async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
+        let page = FeedPage(items: [FeedItem(id: "", payload: Data()), FeedItem(id: "a", payload: Data("{}".utf8))], olderCursor: nil, newerCursor: nil)
+        let outcome = try await store.commit(feed: "f", direction: .initial, page: page, at: date)
+        #expect(outcome.inserted == 2)
+        #expect(try await store.items(feed: "f", offset: 0, limit: 10) == page.items)
+        let again = try await store.commit(feed: "f", direction: .newer, page: page, at: date)
+        #expect(again.inserted == 0 && again.overlapped)
     }
 
     @Test func nfcAndNfdIdsAreTwoItems() async throws {
