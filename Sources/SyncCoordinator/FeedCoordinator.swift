@@ -26,10 +26,33 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var requests: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
     private var timers: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
     private var background: [Task<Void, Never>] = []
-    /// The next older page, fetched while the previous one is being committed (backfill
-    /// overlaps the network with the store). Handed to the machine's next older fetch when it
-    /// asks for this cursor; cancelled otherwise.
-    private var prefetch: (origin: Direction, cursor: String, task: Task<FeedPage, any Error>)?
+    /// Older pages fetched ahead of the backfill, oldest last: each one's cursor is the older
+    /// cursor of the page before it. While the store commits one page, the next ones are already
+    /// on their way, so the network and the store each work at their own pace. The head goes to
+    /// the machine's next older fetch when it asks for that cursor; the whole run is cancelled
+    /// otherwise.
+    private var readAhead: [ReadAhead] = []
+    /// The direction whose commits the read-ahead continues: only that direction's failure or
+    /// change of course cancels it.
+    private var readAheadOrigin: Direction?
+    /// The cursor of the newest page fetched ahead (taken by the machine or not): only its
+    /// arrival may extend the run.
+    private var readAheadTail: String?
+    /// The older cursor of that page once it has arrived: where the run goes on when there is room.
+    private var readAheadNext: String??
+    /// Items of the page being committed.
+    private var committingItems = 0
+    /// Items of the pages fetched ahead that arrived and are not committed yet, by cursor: with
+    /// ``committingItems``, what the backfill holds beyond the store.
+    private var arrivedItems: [String: Int] = [:]
+
+    /// How many pages the backfill fetches ahead of its commits.
+    static var readAheadDepth: Int { 4 }
+
+    private struct ReadAhead {
+        let cursor: String
+        let task: Task<FeedPage, any Error>
+    }
     private var started = false
     private var stopped = false
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
@@ -89,7 +112,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     deinit {
         // Released without stop(): its requests, timers and followers end with it, and its
         // streams finish, rather than outliving their owner.
-        prefetch?.task.cancel()
+        for entry in readAhead { entry.task.cancel() }
         for (_, entry) in requests { entry.task.cancel() }
         for (_, entry) in timers { entry.task.cancel() }
         for task in background { task.cancel() }
@@ -230,7 +253,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             requests[request.direction] = (request.token, task)
         case .cancelFetch(let direction, let token):
             // Offline while a page was being committed: its successor must not load either.
-            if direction == .older || direction == prefetch?.origin { cancelPrefetch() }
+            if direction == .older || direction == readAheadOrigin { cancelPrefetch() }
             if let entry = requests[direction], entry.token == token {
                 entry.task.cancel()
                 requests[direction] = nil
@@ -270,6 +293,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private func finish(_ request: FetchRequest, _ result: Result<FeedPage, any Error>) async {
         let direction = request.direction
         if requests[direction]?.token == request.token { requests[direction] = nil }
+        if direction == .older, let cursor = request.cursor { arrivedItems[cursor] = nil }
         // Checked synchronously on the actor right before the commit: an answer to a request
         // that going offline (or stop) cancelled is never stored.
         guard !stopped, machine.isRunning(request.token, in: direction) else {
@@ -279,12 +303,19 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         }
         switch result {
         case .success(let page):
-            if let cursor = machine.backfillCursor(afterCommitting: page, answering: request.token, in: direction) {
-                let source = self.source
-                prefetch = (direction, cursor, Task { try await source.fetchOlder(cursor: cursor) })
+            let next = machine.backfillCursor(afterCommitting: page, answering: request.token, in: direction)
+            if let next {
+                // Fetched ahead already when this page arrived early; otherwise start here.
+                if !(readAhead.first?.cursor.isExactly(next) ?? false) {
+                    cancelPrefetch()
+                    fetchAhead(next)
+                }
+                readAheadOrigin = direction
             }
+            committingItems = page.items.count
             let outcome: CommitOutcome
             do {
+                defer { committingItems = 0 }
                 outcome = try await store.commit(feed: feed, direction: direction, page: page, at: time.now)
             } catch {
                 cancelPrefetch(from: direction)
@@ -294,7 +325,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             }
             apply(.committed(direction, request.token, outcome))
             // Not asked for (the backfill depth was reached, or the cursor moved): never used.
-            cancelPrefetch(from: direction)
+            if next.map({ readAhead.first?.cursor.isExactly($0) ?? false }) ?? true { cancelPrefetch(from: direction) }
         case .failure(let error):
             let feedError = FeedError(wrapping: error)
             logger.info("load failed", metadata: ["direction": "\(direction)", "error": "\(feedError)"])
@@ -303,20 +334,63 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     }
 
     private func takePrefetch(for request: FetchRequest) -> Task<FeedPage, any Error>? {
-        guard request.direction == .older, let early = prefetch, early.cursor == request.cursor else { return nil }
-        prefetch = nil
-        return early.task
+        guard request.direction == .older, let head = readAhead.first else { return nil }
+        guard let cursor = request.cursor, head.cursor.isExactly(cursor) else {
+            // The machine went another way: nothing fetched ahead will be asked for.
+            cancelPrefetch()
+            return nil
+        }
+        readAhead.removeFirst()
+        extendReadAhead()
+        return head.task
+    }
+
+    /// Starts fetching the page at `cursor` ahead of the backfill.
+    private func fetchAhead(_ cursor: String) {
+        let source = self.source
+        readAheadTail = cursor
+        readAheadNext = nil
+        readAhead.append(ReadAhead(cursor: cursor, task: Task { [weak self] in
+            let page = try await source.fetchOlder(cursor: cursor)
+            await self?.arrivedAhead(page, cursor: cursor)
+            return page
+        }))
+    }
+
+    /// A page fetched ahead arrived: note where it goes on, and go on if there is room.
+    private func arrivedAhead(_ page: FeedPage, cursor: String) {
+        guard !stopped, readAheadTail == cursor else { return }
+        arrivedItems[cursor] = page.items.count
+        readAheadNext = .some(page.olderCursor)
+        extendReadAhead()
+    }
+
+    /// Fetches the page after the newest one fetched ahead, once that one has arrived, while the
+    /// run is shorter than ``readAheadDepth`` and the machine would go on loading.
+    private func extendReadAhead() {
+        guard readAhead.count < Self.readAheadDepth, let tail = readAheadTail, case .some(let older) = readAheadNext else { return }
+        let pending = committingItems + arrivedItems.values.reduce(0, +)
+        guard let next = machine.readAheadCursor(after: older, pendingItems: pending),
+              !next.isExactly(tail), !readAhead.contains(where: { $0.cursor.isExactly(next) })
+        else { return }
+        fetchAhead(next)
     }
 
     private func cancelPrefetch() {
-        prefetch?.task.cancel()
-        prefetch = nil
+        for entry in readAhead {
+            entry.task.cancel()
+            arrivedItems[entry.cursor] = nil
+        }
+        readAhead = []
+        readAheadOrigin = nil
+        readAheadTail = nil
+        readAheadNext = nil
     }
 
-    /// Cancels the early fetch only if this direction's commit started it: a newer page committed
-    /// meanwhile must not cancel the successor of an older one.
+    /// Cancels the pages fetched ahead only if this direction's commits continue them: a newer
+    /// page committed meanwhile must not cancel the successors of an older one.
     private func cancelPrefetch(from direction: Direction) {
-        if prefetch?.origin == direction { cancelPrefetch() }
+        if readAheadOrigin == direction { cancelPrefetch() }
     }
 
     private func timerFired(_ direction: Direction, _ token: FetchToken) {

@@ -121,6 +121,21 @@ import Foundation
         return cursor
     }
 
+    /// `olderCursor`, the older cursor of a page fetched ahead of the backfill and not yet
+    /// committed, when the backfill would go on to load it; `pendingItems` counts the items
+    /// fetched but not yet committed, that page's included. `nil` when it would stop there.
+    ///
+    /// Lets a driver keep fetching ahead while the store commits, so fetches run at the network's
+    /// pace and commits at the store's instead of taking turns. As with
+    /// ``backfillCursor(afterCommitting:answering:in:)``, the machine still decides what loads.
+    public func readAheadCursor(after olderCursor: String?, pendingItems: Int) -> String? {
+        guard !isOffline, !backfillStalled, !lane(.older).isPermanentlyFailed,
+              let olderCursor, persisted.itemCount + pendingItems < configuration.backfillDepth,
+              !fruitlessCursors.contains(ExactID(olderCursor))
+        else { return nil }
+        return olderCursor
+    }
+
     /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.
     public func attempts(_ direction: Direction) -> Int {
         lane(direction).attempt

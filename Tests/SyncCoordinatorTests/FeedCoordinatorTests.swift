@@ -260,6 +260,39 @@ struct FeedCoordinatorTests {
         #expect(await source.cancelled.isEmpty)
     }
 
+    /// A slow store does not hold the network back: the backfill fetches up to four pages ahead
+    /// of its commits, no further, and each commit taken makes room for one more.
+    @Test func backfillReadsAheadOfASlowStoreUpToItsDepth() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await store.waitUntilHolding(commit: 1)
+        // The first commit is held; the pages behind it arrive one after another.
+        for (id, cursor) in [(1, "19"), (2, "17"), (3, "15"), (4, "13")] {
+            #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
+            let older = String(Int(cursor)! - 2)
+            await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
+        }
+        await Task.megaYield()
+        #expect(await source.callCount == 5, "four pages ahead, no more")
+        await store.release()
+        // The first commit is done and the next page taken: room for one more.
+        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
+        await source.respond(5, page(["10"], older: nil, newer: nil))
+        for commit in 2...6 {
+            await store.waitUntilHolding(commit: commit)
+            await store.release()
+        }
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(state.itemCount == 11)
+        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        await Task.megaYield()
+        #expect(await source.callCount == 6, "one request per page, none after the end")
+        #expect(await source.cancelled.isEmpty)
+    }
+
     @Test func goingOfflineDuringACommitCancelsTheEarlyFetchAndNothingOfItIsStored() async throws {
         let source = ScriptedSource(ignoresCancellation: true)
         let store = GatedStore()
