@@ -148,7 +148,7 @@ public struct HTTPFeedSource: FeedSource {
     ///   - remember: keep this answer's validators for a later conditional request.
     private func fetch(_ url: URL, conditional: Bool = false, remember: Bool = false) async throws -> Response {
         try Task.checkCancellation()
-        let label = "GET \(url.redactedForLog)"
+        let label = RequestLabel(url: url)
         let started = ContinuousClock.now
         let validators = conditional ? cache.validators(for: url) : nil
         let raw: RawResponse
@@ -161,7 +161,7 @@ public struct HTTPFeedSource: FeedSource {
             throw error
         } catch {
             if Task.isCancelled { throw CancellationError() }
-            var feedError = FeedErrorClassifier.classify(error, request: label)
+            var feedError = FeedErrorClassifier.classify(error, request: label.description)
             if feedError.kind == .tls, feedError.message.contains(FeedErrorClassifier.untrusted),
                let issuer = await TLSProbe.issuer(of: url) {
                 feedError = FeedError(.tls, "\(label): \(FeedErrorClassifier.untrusted) (issuer \(issuer)): set ca_file to the CA that issued it")
@@ -200,7 +200,7 @@ public struct HTTPFeedSource: FeedSource {
     /// Not followed: 301 and 308 (the feed moved: the operator updates its url, the error names
     /// the new one) and redirects to another origin (which would see the request, and must never
     /// see the token).
-    private func exchange(_ start: URL, label: String, validators: Validators?) async throws -> RawResponse {
+    private func exchange(_ start: URL, label: RequestLabel, validators: Validators?) async throws -> RawResponse {
         var url = start
         var followed = 0
         while true {
@@ -259,7 +259,7 @@ public struct HTTPFeedSource: FeedSource {
     }
 
     /// Where a redirect may be followed to, or why not.
-    private func redirectTarget(_ response: HTTPClientResponse, from url: URL, label: String) -> Result<URL, FeedError> {
+    private func redirectTarget(_ response: HTTPClientResponse, from url: URL, label: RequestLabel) -> Result<URL, FeedError> {
         let code = Int(response.status.code)
         let status = "HTTP \(code) \(response.status.reasonPhrase)"
         guard let location = response.headers.first(name: "location"),
@@ -297,7 +297,7 @@ public struct HTTPFeedSource: FeedSource {
     /// it off the event loop, whereas a cancelled sleep still wakes the process at its deadline,
     /// once for every request ever made, long after the answer came.
     private func withRequestTimeout(
-        _ label: String, _ operation: @escaping @Sendable () async throws -> RawResponse
+        _ label: RequestLabel, _ operation: @escaping @Sendable () async throws -> RawResponse
     ) async throws -> RawResponse {
         let timeout = configuration.requestTimeout
         let work = Task { try await operation() }
@@ -319,7 +319,7 @@ public struct HTTPFeedSource: FeedSource {
         return try result.get()
     }
 
-    private static func statusError(_ response: HTTPClientResponse, label: String) -> FeedError {
+    private static func statusError(_ response: HTTPClientResponse, label: RequestLabel) -> FeedError {
         let retryAfter = response.headers.first(name: "retry-after").flatMap {
             RetryAfter.parse($0, responseDate: response.headers.first(name: "date"))
         }
@@ -328,7 +328,7 @@ public struct HTTPFeedSource: FeedSource {
         return FeedError(.httpStatus(Int(response.status.code)), message, retryAfter: retryAfter)
     }
 
-    private func log(_ label: String, _ started: ContinuousClock.Instant, outcome: String) {
+    private func log(_ label: RequestLabel, _ started: ContinuousClock.Instant, outcome: String) {
         logger.debug("\(label): \(outcome)", metadata: ["elapsed": "\(ContinuousClock.now - started)"])
     }
 
@@ -400,4 +400,12 @@ private final class ValidatorCache: Sendable {
 /// Set by a request's timer when it fires.
 private final class ExpiryFlag: Sendable {
     let value = Atomic<Bool>(false)
+}
+
+/// "GET <url>" for messages and logs, with credentials redacted; built only when a message is,
+/// because redacting parses the URL again and a request that succeeds quietly needs none.
+struct RequestLabel: CustomStringConvertible, Sendable {
+    let url: URL
+
+    var description: String { "GET \(url.redactedForLog)" }
 }
