@@ -212,8 +212,6 @@ let package = Package(
             name: "syncd",
             dependencies: [
                 "SyncDaemon",
-                // `--demo` only: the daemon library itself does not carry the demo server.
-                "DemoFeedServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

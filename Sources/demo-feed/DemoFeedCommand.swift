@@ -66,6 +66,9 @@ struct DemoFeedCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
+    @Flag(help: "Stop gracefully when standard input closes: a parent that starts this server with a pipe on stdin takes it down with it, even when the parent is killed.")
+    var stopWhenStdinCloses = false
+
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
@@ -76,11 +79,27 @@ struct DemoFeedCommand: AsyncParsableCommand {
             return handler
         }
         let configuration = try makeConfiguration()
+        if stopWhenStdinCloses { Self.stopWhenStdinCloses() }
         let server = try DemoFeedServer(configuration: configuration, logger: Logger(label: "demo-feed"))
         try await server.run { port in
             let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
             FileHandle.standardOutput.write(Data("listening on http://\(host):\(port)\n".utf8))
         }
+    }
+
+    /// A thread that waits for end of file on stdin, then sends this process SIGTERM, which the
+    /// server handles as a graceful stop. It blocks in `read` and never wakes otherwise.
+    private static func stopWhenStdinCloses() {
+        let watcher = Thread {
+            var byte: UInt8 = 0
+            while true {
+                let count = read(STDIN_FILENO, &byte, 1)
+                if count == 0 || (count < 0 && errno != EINTR) { break }
+            }
+            kill(getpid(), SIGTERM)
+        }
+        watcher.name = "stdin-watch"
+        watcher.start()
     }
 
     private func makeConfiguration() throws -> DemoFeedServer.Configuration {

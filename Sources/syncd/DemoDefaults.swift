@@ -1,4 +1,3 @@
-import DemoFeedServer
 import Foundation
 import Logging
 import SyncDaemon
@@ -8,14 +7,10 @@ enum DemoDefaults {
     static let feedName = "demo"
     static let directory = "/tmp/syncd-demo"
 
-    /// A demo feed of 1,000 items, gaining one every two seconds, on a free loopback port.
-    static func server(logger: Logger) throws -> DemoFeedServer {
-        var configuration = DemoFeedServer.Configuration()
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        configuration.feeds = [FeedDefinition(name: feedName, initialCount: 1000, itemsPerSecond: 0.5)]
-        return try DemoFeedServer(configuration: configuration, logger: logger)
-    }
+    /// The demo feed starts with this many items…
+    static let items = 1000
+    /// …and gains one every two seconds.
+    static let itemsPerSecond = 0.5
 
     /// The daemon configuration for the demo; `port` is the demo server's.
     static func configuration(port: Int = 8080, overriding base: DaemonConfiguration? = nil) -> DaemonConfiguration {

@@ -1,5 +1,4 @@
 import ArgumentParser
-import DemoFeedServer
 import Foundation
 import Logging
 import NIOCore
@@ -81,11 +80,12 @@ struct Syncd: AsyncParsableCommand {
 
         var services: [any Service] = []
         if demo {
-            let server = try DemoDefaults.server(logger: Logger(label: "syncd.demo-feed"))
-            let port = try await server.start()
-            configuration = DemoDefaults.configuration(port: port, overriding: configuration)
-            logger.info("demo feed serving on http://127.0.0.1:\(port)/feeds/\(DemoDefaults.feedName)")
-            services.append(DemoFeedService(server: server))
+            let server = try await DemoFeedProcess.start(
+                feed: DemoDefaults.feedName, items: DemoDefaults.items, perSecond: DemoDefaults.itemsPerSecond,
+                logger: Logger(label: "syncd.demo-feed"))
+            configuration = DemoDefaults.configuration(port: server.port, overriding: configuration)
+            logger.info("demo feed serving on http://127.0.0.1:\(server.port)/feeds/\(DemoDefaults.feedName)")
+            services.append(server)
         }
         services.append(SyncDaemonService(configuration: configuration, logger: logger))
         let group = ServiceGroup(configuration: .init(
@@ -94,15 +94,5 @@ struct Syncd: AsyncParsableCommand {
             logger: logger
         ))
         try await group.run()
-    }
-}
-
-/// Keeps the embedded demo server alive for the daemon's lifetime and stops it gracefully.
-struct DemoFeedService: Service {
-    let server: DemoFeedServer
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        await server.stop()
     }
 }

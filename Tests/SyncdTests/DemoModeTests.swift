@@ -1,0 +1,62 @@
+import Foundation
+import SyncControl
+import Testing
+import TestSupport
+
+/// `syncd --demo`: the bundled demo feed runs as a child process (`demo-feed`, beside syncd),
+/// which goes with the daemon however the daemon ends.
+@Suite struct DemoModeTests {
+    /// The running `demo-feed` whose parent is `parent`, if any.
+    static func demoChild(of parent: Int32) -> Int32? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries {
+            guard let pid = Int32(entry), let fields = stat(pid) else { continue }
+            if fields.name == "demo-feed", fields.parent == parent { return pid }
+        }
+        return nil
+    }
+
+    /// Name, state and parent from /proc/PID/stat; `nil` once the process is gone.
+    static func stat(_ pid: Int32) -> (name: String, state: Character, parent: Int32)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
+        else { return nil }
+        let rest = text[text.index(close, offsetBy: 2)...].split(separator: " ")
+        guard rest.count > 1, let state = rest[0].first, let parent = Int32(rest[1]) else { return nil }
+        return (String(text[text.index(after: open)..<close]), state, parent)
+    }
+
+    /// Gone, or a zombie nobody has reaped yet: either way it serves nothing.
+    static func isGone(_ pid: Int32) -> Bool {
+        guard let fields = stat(pid) else { return true }
+        return fields.state == "Z" || fields.state == "X"
+    }
+
+    func startDemo(in directory: TemporaryDirectory) async throws -> (ChildProcess, child: Int32) {
+        let daemon = try ChildProcess(
+            [try BuildProducts.path("syncd"), "--demo", "--store", directory.file("demo.sqlite"), "--socket", directory.file("io.syncd")],
+            logPath: directory.file("syncd.log"))
+        let client = SyncControlClient(socketPath: directory.file("io.syncd"))
+        try await waitUntil("the demo feed is synced: \(daemon.output)", timeout: .seconds(60), interval: .milliseconds(100)) {
+            guard let status = try? await client.status() else { return false }
+            return status.feeds.first { $0.name == "demo" }.map { $0.itemCount >= 1000 } ?? false
+        }
+        let child = try #require(Self.demoChild(of: daemon.pid), "no demo-feed child of syncd")
+        return (daemon, child)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func theDemoSyncsAndAGracefulStopTakesTheServerWithIt() async throws {
+        let directory = try TemporaryDirectory(prefix: "syncd-demo")
+        let (daemon, child) = try await startDemo(in: directory)
+        #expect(await daemon.stop(signal: SIGTERM) == 0, "\(daemon.output)")
+        try await waitUntil("demo-feed (pid \(child)) stops with syncd") { Self.isGone(child) }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aKilledDaemonTakesTheServerWithIt() async throws {
+        let directory = try TemporaryDirectory(prefix: "syncd-demo-kill")
+        let (daemon, child) = try await startDemo(in: directory)
+        _ = await daemon.stop(signal: SIGKILL)
+        // No handler runs in a SIGKILLed process: the child sees its stdin close.
+        try await waitUntil("demo-feed (pid \(child)) stops after syncd is killed") { Self.isGone(child) }
+    }
+}
