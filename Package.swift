@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "DemoFeedServer", targets: ["DemoFeedServer"]),
         .library(name: "Varlink", targets: ["Varlink"]),
         .library(name: "SyncControl", targets: ["SyncControl"]),
+        .library(name: "EventLoopClock", targets: ["EventLoopClock"]),
         .library(name: "SyncDaemon", targets: ["SyncDaemon"]),
         .executable(name: "syncd", targets: ["syncd"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
