@@ -40,8 +40,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var readAheadTail: String?
     /// The older cursor of that page once it has arrived: where the run goes on when there is room.
     private var readAheadNext: String??
-    /// Items of the page being committed.
-    private var committingItems = 0
+    /// Items of the pages being committed, by direction (an older and a newer page may be at once).
+    private var committingItems: [Direction: Int] = [:]
     /// Items of the pages fetched ahead that arrived and are not committed yet, by cursor: with
     /// ``committingItems``, what the backfill holds beyond the store.
     private var arrivedItems: [String: Int] = [:]
@@ -312,10 +312,10 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
                 }
                 readAheadOrigin = direction
             }
-            committingItems = page.items.count
+            committingItems[direction] = page.items.count
             let outcome: CommitOutcome
             do {
-                defer { committingItems = 0 }
+                defer { committingItems[direction] = nil }
                 outcome = try await store.commit(feed: feed, direction: direction, page: page, at: time.now)
             } catch {
                 cancelPrefetch(from: direction)
@@ -329,6 +329,9 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         case .failure(let error):
             let feedError = FeedError(wrapping: error)
             logger.info("load failed", metadata: ["direction": "\(direction)", "error": "\(feedError)"])
+            // A retry comes after a backoff, with this page's cursor: nothing fetched ahead of it
+            // is asked for before then.
+            if direction == .older { cancelPrefetch() }
             apply(.failed(direction, request.token, feedError))
         }
     }
@@ -359,7 +362,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
 
     /// A page fetched ahead arrived: note where it goes on, and go on if there is room.
     private func arrivedAhead(_ page: FeedPage, cursor: String) {
-        guard !stopped, readAheadTail == cursor else { return }
+        guard !stopped, readAheadTail?.isExactly(cursor) ?? false else { return }
         arrivedItems[cursor] = page.items.count
         readAheadNext = .some(page.olderCursor)
         extendReadAhead()
@@ -369,7 +372,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// run is shorter than ``readAheadDepth`` and the machine would go on loading.
     private func extendReadAhead() {
         guard readAhead.count < Self.readAheadDepth, let tail = readAheadTail, case .some(let older) = readAheadNext else { return }
-        let pending = committingItems + arrivedItems.values.reduce(0, +)
+        let pending = committingItems.values.reduce(0, +) + arrivedItems.values.reduce(0, +)
         guard let next = machine.readAheadCursor(after: older, pendingItems: pending),
               !next.isExactly(tail), !readAhead.contains(where: { $0.cursor.isExactly(next) })
         else { return }
