@@ -14,7 +14,7 @@ public struct ExactID: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when the UTF-8 bytes are.
     public static func == (lhs: ExactID, rhs: ExactID) -> Bool {
-        lhs.value.utf8.elementsEqual(rhs.value.utf8)
+        lhs.value.isExactly(rhs.value)
     }
 
     /// Hashes the UTF-8 bytes, consistent with ``==``.
@@ -30,6 +30,13 @@ public struct ExactID: Sendable, Hashable, CustomStringConvertible {
 extension String {
     /// Whether both strings have the same UTF-8 bytes (not merely canonically equivalent).
     public func isExactly(_ other: String) -> Bool {
-        utf8.elementsEqual(other.utf8)
+        let mine = utf8, theirs = other.utf8
+        guard mine.count == theirs.count else { return false }
+        // Sets of ids compare neighbours on every probe, and ids share long prefixes: compare
+        // the contiguous bytes of native strings rather than walking two UTF-8 views.
+        let contiguous = mine.withContiguousStorageIfAvailable { a in
+            theirs.withContiguousStorageIfAvailable { b in a.elementsEqual(b) }
+        }
+        return (contiguous ?? nil) ?? mine.elementsEqual(theirs)
     }
 }

@@ -24,6 +24,23 @@ import Testing
         #expect(log.items.map(\.id) == ["12", "11", "10", "9", "8.5", "8", "7"])
     }
 
+    /// Against a plain byte comparison, on pairs that differ only late, in length, or not at all.
+    @Test func exactComparisonIsByteEquality() {
+        let ids = ["", "a", "0000099901", "0000099902", "00000999010", "caf\u{E9}", "cafe\u{301}", "👩‍💻", String(repeating: "x", count: 300)]
+        for a in ids {
+            for b in ids {
+                let bytesEqual = Array(a.utf8) == Array(b.utf8)
+                #expect(a.isExactly(b) == bytesEqual, "\(Array(a.utf8)) vs \(Array(b.utf8))")
+                #expect((ExactID(a) == ExactID(b)) == bytesEqual)
+                if bytesEqual { #expect(ExactID(a).hashValue == ExactID(b).hashValue) }
+            }
+        }
+        // A string built from a substring (its own storage) against the original.
+        let long = "prefix-0000099901-suffix"
+        let middle = String(long.dropFirst(7).dropLast(7))
+        #expect(middle.isExactly("0000099901"))
+    }
+
     @Test func idsCompareAsBytesNotAsCanonicallyEquivalentText() {
         let nfc = "caf\u{E9}", nfd = "cafe\u{301}"
         #expect(nfc == nfd, "Swift's String == is canonical equivalence: the reason for ExactID")
