@@ -168,7 +168,9 @@ struct FeedCoordinatorTests {
         await feed.connectivityChanged(online)
         await clock.advance(by: .seconds(4))
         #expect(await source.callCount == 1, "spread by 10 s × 0.5")
-        await clock.advance(by: .seconds(1))
+        // Just past the deadline, not onto it: a TestClock sleep that registers only after the
+        // clock reached its deadline exactly (a loaded machine) would wait for good.
+        await clock.advance(by: .milliseconds(1_001))
         #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
     }
 
