@@ -39,8 +39,10 @@ public struct EventLoopClock: Clock, Sendable {
             return
         }
         let (seconds, attoseconds) = delay.components
+        // Saturating: a deadline centuries away is a timer that never fires, not a negative one.
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let nanoseconds = overflow ? Int64.max : whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+        let (sum, carry) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        let nanoseconds = overflow || carry ? Int64.max : sum
         let timer = group.next().scheduleTask(in: .nanoseconds(nanoseconds)) {}
         try await withTaskCancellationHandler {
             do {

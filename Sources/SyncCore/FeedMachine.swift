@@ -110,9 +110,9 @@ import Foundation
     /// decides: the driver hands the early answer only to a fetch the machine asks for with the
     /// same cursor, and drops it otherwise.
     public func backfillCursor(afterCommitting page: FeedPage, answering token: FetchToken, in direction: Direction) -> String? {
-        guard direction != .newer, lane(direction).running == token, !isOffline, !backfillStalled,
-              let cursor = page.olderCursor, persisted.itemCount + page.items.count < configuration.backfillDepth,
-              !fruitlessCursors.contains(ExactID(cursor)), !(lane(direction).cursor ?? "").isExactly(cursor)
+        guard direction != .newer, lane(direction).running == token,
+              let cursor = page.olderCursor, backfillGoesOn(to: cursor, beyond: page.items.count),
+              !(lane(direction).cursor ?? "").isExactly(cursor)
         else { return nil }
         if direction == .initial {
             let older = lane(.older)
@@ -129,11 +129,15 @@ import Foundation
     /// pace and commits at the store's instead of taking turns. As with
     /// ``backfillCursor(afterCommitting:answering:in:)``, the machine still decides what loads.
     public func readAheadCursor(after olderCursor: String?, pendingItems: Int) -> String? {
-        guard !isOffline, !backfillStalled, !lane(.older).isPermanentlyFailed,
-              let olderCursor, persisted.itemCount + pendingItems < configuration.backfillDepth,
-              !fruitlessCursors.contains(ExactID(olderCursor))
-        else { return nil }
+        guard !lane(.older).isPermanentlyFailed, let olderCursor, backfillGoesOn(to: olderCursor, beyond: pendingItems) else { return nil }
         return olderCursor
+    }
+
+    /// Whether backfill would load `cursor` next, with `pendingItems` more items than the store
+    /// holds: online, not stalled, short of the depth, and not a cursor known to bring nothing.
+    private func backfillGoesOn(to cursor: String, beyond pendingItems: Int) -> Bool {
+        !isOffline && !backfillStalled && persisted.itemCount + pendingItems < configuration.backfillDepth
+            && !fruitlessCursors.contains(ExactID(cursor))
     }
 
     /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.

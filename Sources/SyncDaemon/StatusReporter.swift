@@ -20,6 +20,8 @@ actor StatusReporter: Service {
     private let contentRows: Int
     private let logger: Logger
     private let verdicts: AsyncStream<Verdict>
+    /// Spaces rebuilds ``minimumInterval`` apart: the daemon's clock.
+    private let clock: EventLoopClock
     /// The internet at large (any default route): shown, but no feed depends on it.
     private var connectivity: Verdict?
     private var connectivitySince: Date?
@@ -33,8 +35,9 @@ actor StatusReporter: Service {
     init(
         coordinator: SyncCoordinator<EventLoopClock>, store: SQLiteFeedStore, broadcaster: Broadcast<ControlStatus>,
         notifier: SystemdNotifier, sources: [String: String], contentRows: Int,
-        connectivity verdicts: AsyncStream<Verdict>, logger: Logger
+        connectivity verdicts: AsyncStream<Verdict>, clock: EventLoopClock, logger: Logger
     ) {
+        self.clock = clock
         self.verdicts = verdicts
         self.coordinator = coordinator
         self.store = store
@@ -69,8 +72,8 @@ actor StatusReporter: Service {
             group.addTask {
                 for await _ in await self.coordinator.updates() { signal.yield() }
             }
+            let clock = self.clock
             group.addTask {
-                let clock = EventLoopClock()
                 for await _ in pending {
                     await self.refresh()
                     do { try await clock.sleep(for: Self.minimumInterval) } catch { return }

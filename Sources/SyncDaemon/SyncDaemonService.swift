@@ -122,7 +122,7 @@ public struct SyncDaemonService: Service {
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
             sources: sources, contentRows: contentRows,
             connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock),
-            logger: logger
+            clock: clock, logger: logger
         )
         // A second view of the internet verdict: reconnects re-resolve names and re-run the check.
         let internetChanges = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock)

@@ -82,5 +82,4 @@ struct RawStatement {
     private func error(_ code: Int32) -> DatabaseError {
         DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage, sql: statement.sql)
     }
-
 }
