@@ -52,6 +52,8 @@ let package = Package(
             pkgConfig: "libnl-route-3.0",
             providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
         ),
+        /// glibc's allocator controls (`mallopt`, `malloc_trim`), which the Glibc module leaves out.
+        .systemLibrary(name: "CMalloc"),
 
         // MARK: Pure core (no I/O)
 
@@ -200,7 +202,7 @@ let package = Package(
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
                 "HTTPFeedSource", "SyncControl", "AsyncBroadcast", "EventLoopClock",
-                "NameResolution", "ConnectivityCheck", "Reachability",
+                "NameResolution", "ConnectivityCheck", "Reachability", "CMalloc",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -212,7 +214,7 @@ let package = Package(
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "SyncDaemon",
+                "SyncDaemon", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -303,7 +305,10 @@ let package = Package(
         ),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "SyncTerminal", "AsyncBroadcast", "TestSupport"]),
         .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
-        .testTarget(name: "SyncdTests", dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport"]),
+        .testTarget(
+            name: "SyncdTests",
+            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]
+        ),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
         .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport"),

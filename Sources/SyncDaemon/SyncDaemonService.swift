@@ -1,4 +1,5 @@
 import AsyncBroadcast
+import CMalloc
 import ConnectivityCheck
 import ConnectivityPolicy
 import EventLoopClock
@@ -162,12 +163,32 @@ public struct SyncDaemonService: Service {
                 serviceName: "coordinator"
             ),
         ]
+        let store = store
+        parts.append(.init(
+            service: UntilShutdown {
+                await QuietRelease(quiet: Self.releaseAfter, clock: clock) { await Self.releaseMemory(store) }
+                    .run(following: await coordinator.updates())
+            },
+            serviceName: "memory release"
+        ))
         if let interval = SystemdNotifier.watchdogInterval() {
             parts.append(.init(service: UntilShutdown { await self.watchdog(every: interval, coordinator: coordinator) }, serviceName: "watchdog"))
         }
         // Nested in the caller's group: its graceful shutdown (SIGTERM) reaches every part here.
         let group = ServiceGroup(configuration: .init(services: parts, logger: logger))
         try await group.run()
+    }
+
+    /// How long the feeds must have been still before ``releaseMemory(_:)`` runs.
+    static let releaseAfter = Duration.seconds(1)
+
+    /// Gives back what a sync left behind: SQLite's page caches and idle readers, then the
+    /// allocator's free pages. Between refreshes minutes apart the daemon only needs its
+    /// working set; the next sync allocates what it needs again.
+    private static func releaseMemory(_ store: SQLiteFeedStore) async {
+        await store.releaseMemory()
+        // Freed blocks stay in glibc's arenas until trimmed: return whole free pages to the kernel.
+        malloc_trim(0)
     }
 
     /// The coordinator's lifetime: started once clients can connect, stopped on shutdown.

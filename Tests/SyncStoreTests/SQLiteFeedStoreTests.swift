@@ -31,6 +31,29 @@ func page(_ ids: [String], older: String?, newer: String?) -> FeedPage {
         #expect(FileManager.default.fileExists(atPath: path + "-wal"), "WAL journal mode")
     }
 
+    @Test func releasingMemoryLosesNothingAndTheStoreGoesOn() async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
+        _ = try await store.commit(feed: "home", direction: .initial, page: page((50..<100).reversed().map(String.init), older: "50", newer: "99"), at: date)
+        #expect(try await store.items(feed: "home", offset: 0, limit: 100).count == 50)
+        // Released while commits and reads are under way: they finish, then the connections
+        // let go of their caches; later ones open what they need again.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for start in stride(from: 49, to: 0, by: -10) {
+                    let ids = (start - 9...start).reversed().map(String.init)
+                    _ = try await store.commit(feed: "home", direction: .older, page: page(ids, older: ids.last, newer: nil), at: date)
+                }
+            }
+            group.addTask { for _ in 0..<5 { _ = try await store.items(feed: "home", offset: 0, limit: 10) } }
+            group.addTask { for _ in 0..<5 { await store.releaseMemory() } }
+            try await group.waitForAll()
+        }
+        await store.releaseMemory()
+        #expect(try await store.items(feed: "home", offset: 0, limit: 200).map(\.id) == (0..<100).reversed().map(String.init))
+        #expect(try await store.load(feed: "home").itemCount == 100)
+    }
+
     @Test func feedsAreKeptApart() async throws {
         let dir = try TemporaryDirectory()
         let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))

@@ -45,6 +45,18 @@ public func procPSSKiB(pid: Int32) -> Int {
     procKiB(pid: pid, file: "smaps_rollup", "Pss")
 }
 
+/// CPU time (user + system) `pid` has used so far, in seconds, from `/proc/PID/stat`; 0 when it
+/// cannot be read.
+public func procCPUSeconds(pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")")
+    else { return 0 }
+    // After the command name: state is field 3, utime and stime fields 14 and 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 private func procKiB(pid: Int32, file: String, _ key: String) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {

@@ -16,6 +16,8 @@ public actor ThroughputRig {
     public struct Run: Sendable {
         public var items: Int
         public var seconds: Double
+        /// CPU time syncd had used when everything was stored (0 for runs that do not measure it).
+        public var cpuSeconds: Double = 0
         public var itemsPerSecond: Double { Double(items) / seconds }
     }
 
@@ -219,7 +221,8 @@ public actor ThroughputRig {
                 store = try SQLiteFeedStore(path: "\(directory)/syncd.sqlite")
             }
             if let feed = try? store?.loadSynchronously(feed: "bulk"), feed.itemCount >= items, feed.endReached {
-                return Run(items: feed.itemCount, seconds: (ContinuousClock.now - start).seconds)
+                let seconds = (ContinuousClock.now - start).seconds
+                return Run(items: feed.itemCount, seconds: seconds, cpuSeconds: procCPUSeconds(pid: syncd.processIdentifier))
             }
             guard ContinuousClock.now < deadline else { throw SyncRigError("the syncd daemon did not sync the feed within 600 s") }
         }
@@ -245,21 +248,40 @@ public actor ThroughputRig {
 
     /// One floor walk and one whole-daemon sync of the same feed from the same server, in
     /// alternating order (even iterations start with the floor).
-    public func measureFloorPair(index: Int) async throws -> (floor: FloorClient.Walk, daemon: Run) {
+    public func measureFloorPair(index: Int) async throws -> FloorPair {
         let expectedPages = (items + pageSize - 1) / pageSize
-        func floor() async throws -> FloorClient.Walk {
+        let server = self.server.pid
+        func floor() async throws -> (FloorClient.Walk, Double) {
+            let before = procCPUSeconds(pid: server)
             let walk = try await FloorClient.walk(feedURL)
             // The last page is the one without `next`: a full feed of whole pages ends with it.
             guard walk.pages >= expectedPages else { throw SyncRigError("the floor client walked \(walk.pages) pages, expected at least \(expectedPages)") }
-            return walk
+            return (walk, procCPUSeconds(pid: server) - before)
+        }
+        func daemon() async throws -> (Run, Double) {
+            let before = procCPUSeconds(pid: server)
+            let run = try await runDaemon(index)
+            return (run, procCPUSeconds(pid: server) - before)
         }
         if index % 2 == 0 {
             let walk = try await floor()
-            return (walk, try await runDaemon(index))
+            let run = try await daemon()
+            return FloorPair(floor: walk.0, floorServerCPU: walk.1, daemon: run.0, daemonServerCPU: run.1)
         } else {
-            let run = try await runDaemon(index)
-            return (try await floor(), run)
+            let run = try await daemon()
+            let walk = try await floor()
+            return FloorPair(floor: walk.0, floorServerCPU: walk.1, daemon: run.0, daemonServerCPU: run.1)
         }
+    }
+
+    /// One floor walk and one daemon sync, with the CPU time each cost the server.
+    public struct FloorPair: Sendable {
+        public var floor: FloorClient.Walk
+        /// CPU time the server spent during the floor walk.
+        public var floorServerCPU: Double
+        public var daemon: Run
+        /// CPU time the server spent while syncd synced (start-up included).
+        public var daemonServerCPU: Double
     }
 
     public func summary() -> String {
