@@ -281,7 +281,7 @@ let package = Package(
             name: "SyncCoreTests",
             dependencies: ["SyncCore", .product(name: "Clocks", package: "swift-clocks")]
         ),
-        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport"]),
+        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Writes pages to a store and can stop inside a commit, so SyncStoreTests can SIGKILL it there.
         .executableTarget(name: "store-writer", dependencies: ["SyncStore", "SyncCore"], path: "Tests/StoreWriter"),
         .testTarget(

@@ -152,6 +152,7 @@ public final class DemoFeedServer: Sendable {
             state: state, gate: gate,
             options: ServingOptions(
                 gzip: configuration.gzip, latencyMilliseconds: configuration.latencyMilliseconds,
+                bodyDelayMilliseconds: configuration.bodyDelayMilliseconds,
                 stallLimit: configuration.stallLimit, bearerToken: configuration.bearerToken))
         router.get("feeds/:name") { request, context in
             try await feeds.respond(feed: context.parameters.require("name"), request: request, context: context)

@@ -11,6 +11,9 @@ extension DemoFeedServer {
         public var randomFaults: [RandomFault]
         /// Latency added to every feed request, in milliseconds (uniform in the range).
         public var latencyMilliseconds: ClosedRange<Int>?
+        /// Time between a page's headers and its body, in milliseconds: a body that takes that
+        /// long to arrive, as over a slow link.
+        public var bodyDelayMilliseconds: Int
         /// Seed for the random faults, so a run can be reproduced.
         public var seed: UInt64
         /// Whether pages are gzip-encoded for clients that offer `Accept-Encoding: gzip`.
@@ -30,6 +33,7 @@ extension DemoFeedServer {
             feeds: [FeedDefinition] = [FeedDefinition(name: "home")],
             randomFaults: [RandomFault] = [],
             latencyMilliseconds: ClosedRange<Int>? = nil,
+            bodyDelayMilliseconds: Int = 0,
             seed: UInt64 = 1,
             gzip: Bool = true,
             stallLimit: Duration = .seconds(300),
@@ -41,6 +45,7 @@ extension DemoFeedServer {
             self.feeds = feeds
             self.randomFaults = randomFaults
             self.latencyMilliseconds = latencyMilliseconds
+            self.bodyDelayMilliseconds = bodyDelayMilliseconds
             self.seed = seed
             self.gzip = gzip
             self.stallLimit = stallLimit
@@ -60,6 +65,7 @@ extension DemoFeedServer {
             if let latency = latencyMilliseconds, latency.lowerBound < 0 {
                 throw .invalidArgument("latency must be non-negative")
             }
+            guard bodyDelayMilliseconds >= 0 else { throw .invalidArgument("body delay must be non-negative") }
             guard stallLimit > .zero, tickInterval > .zero else {
                 throw .invalidArgument("stall limit and tick interval must be positive")
             }

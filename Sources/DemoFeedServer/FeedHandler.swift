@@ -117,6 +117,9 @@ struct FeedHandler: Sendable {
                 headers[.contentEncoding] = "gzip"
             }
             headers[.vary] = "Accept-Encoding"
+            if options.bodyDelayMilliseconds > 0 {
+                return Self.delayed(body, by: .milliseconds(options.bodyDelayMilliseconds), headers: headers)
+            }
             return Self.json(.ok, body, headers: headers)
         }
     }
@@ -206,6 +209,17 @@ struct FeedHandler: Sendable {
         })
     }
 
+    /// Sends the headers at once and the body `delay` later.
+    static func delayed(_ body: [UInt8], by delay: Duration, headers: HTTPFields) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(contentLength: body.count) { writer in
+            try await Task.sleep(for: delay)
+            try await writer.write(ByteBuffer(bytes: body))
+            try await writer.finish(nil)
+        })
+    }
+
     /// Promises the whole body, sends the first half, then hands the connection to `breakIt`.
     static func partial(_ body: [UInt8], headers: HTTPFields, breakIt: @escaping @Sendable () async -> Void) -> Response {
         var headers = headers
@@ -247,6 +261,7 @@ func percentEncode(_ value: String) -> String {
 struct ServingOptions: Sendable {
     var gzip: Bool
     var latencyMilliseconds: ClosedRange<Int>?
+    var bodyDelayMilliseconds: Int
     var stallLimit: Duration
     var bearerToken: String?
 }

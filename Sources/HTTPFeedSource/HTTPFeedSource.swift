@@ -60,7 +60,19 @@ public struct HTTPFeedSource: FeedSource {
 
     /// The page at `cursor` (a `next` link URL); the newer cursor is left where it was.
     public func fetchOlder(cursor: String) async throws -> FeedPage {
-        let response = try await fetch(try cursorURL(cursor))
+        try await older(cursor, olderCursorKnown: nil)
+    }
+
+    /// The page at `cursor`, telling its `next` link as soon as the response's headers are in.
+    public func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
+        try await older(cursor, olderCursorKnown: olderCursorKnown)
+    }
+
+    private func older(_ cursor: String, olderCursorKnown: (@Sendable (String?) -> Void)?) async throws -> FeedPage {
+        let onLinks = olderCursorKnown.map { known in
+            { @Sendable (links: [WebLink]) in known(LinkHeader.first("next", in: links)?.absoluteString) }
+        }
+        let response = try await fetch(try cursorURL(cursor), onLinks: onLinks)
         // The older page's prev link points back into items already stored; the newer cursor
         // stays where the newest page left it.
         return FeedPage(
@@ -132,8 +144,8 @@ public struct HTTPFeedSource: FeedSource {
 
     private struct RawResponse: Sendable {
         var body: [UInt8]
-        var linkHeaders: [String]
-        /// Where the answer came from, after redirects: Link targets resolve against it.
+        /// The `Link` headers, resolved against the URL the answer came from (after redirects).
+        var links: [WebLink]
         var url: URL
         var validators: Validators?
         var notModified = false
@@ -146,7 +158,10 @@ public struct HTTPFeedSource: FeedSource {
     ///   - conditional: send the validators of the last answer to `url`, if any (a 304 then
     ///     comes back as an empty ``Response/notModified`` response).
     ///   - remember: keep this answer's validators for a later conditional request.
-    private func fetch(_ url: URL, conditional: Bool = false, remember: Bool = false) async throws -> Response {
+    ///   - onLinks: told the links of a success as soon as its headers are in, before its body.
+    private func fetch(
+        _ url: URL, conditional: Bool = false, remember: Bool = false, onLinks: (@Sendable ([WebLink]) -> Void)? = nil
+    ) async throws -> Response {
         try Task.checkCancellation()
         let label = RequestLabel(url: url)
         let started = ContinuousClock.now
@@ -154,7 +169,7 @@ public struct HTTPFeedSource: FeedSource {
         let raw: RawResponse
         do {
             raw = try await withRequestTimeout(label) { [self] in
-                try await exchange(url, label: label, validators: validators)
+                try await exchange(url, label: label, validators: validators, onLinks: onLinks)
             }
         } catch let error as FeedError {
             log(label, started, outcome: error.message)
@@ -191,7 +206,7 @@ public struct HTTPFeedSource: FeedSource {
         // only once the body parsed: a 304 then stands for a page whose items are stored.
         if conditional || remember, let validators = raw.validators { cache.store(validators, for: url) }
         log(label, started, outcome: "\(items.count) items")
-        return Response(items: items, links: LinkHeader.parse(raw.linkHeaders, base: raw.url))
+        return Response(items: items, links: raw.links)
     }
 
     /// One request and the redirects it is allowed to follow.
@@ -200,7 +215,9 @@ public struct HTTPFeedSource: FeedSource {
     /// Not followed: 301 and 308 (the feed moved: the operator updates its url, the error names
     /// the new one) and redirects to another origin (which would see the request, and must never
     /// see the token).
-    private func exchange(_ start: URL, label: RequestLabel, validators: Validators?) async throws -> RawResponse {
+    private func exchange(
+        _ start: URL, label: RequestLabel, validators: Validators?, onLinks: (@Sendable ([WebLink]) -> Void)?
+    ) async throws -> RawResponse {
         var url = start
         var followed = 0
         while true {
@@ -225,7 +242,7 @@ public struct HTTPFeedSource: FeedSource {
             let response = try await client.http.execute(request, deadline: deadline)
             let code = Int(response.status.code)
             if code == 304, validators != nil {
-                return RawResponse(body: [], linkHeaders: [], url: url, validators: validators, notModified: true)
+                return RawResponse(body: [], links: [], url: url, validators: validators, notModified: true)
             }
             if [301, 302, 303, 307, 308].contains(code) {
                 let target = redirectTarget(response, from: url, label: label)
@@ -250,10 +267,12 @@ public struct HTTPFeedSource: FeedSource {
                 length > configuration.maxBodyBytes {
                 throw FeedError(.tooLarge, "\(label): the body is \(length) bytes, more than the limit of \(configuration.maxBodyBytes)")
             }
+            let links = LinkHeader.parse(response.headers["link"], base: url)
+            onLinks?(links)
             let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(
-                body: Array(buffer.readableBytesView), linkHeaders: response.headers["link"], url: url,
+                body: Array(buffer.readableBytesView), links: links, url: url,
                 validators: found.isEmpty ? nil : found)
         }
     }

@@ -27,32 +27,48 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var timers: [Direction: (token: FetchToken, task: Task<Void, Never>)] = [:]
     private var background: [Task<Void, Never>] = []
     /// Older pages fetched ahead of the backfill, oldest last: each one's cursor is the older
-    /// cursor of the page before it. While the store commits one page, the next ones are already
-    /// on their way, so the network and the store each work at their own pace. The head goes to
-    /// the machine's next older fetch when it asks for that cursor; the whole run is cancelled
-    /// otherwise.
+    /// cursor of the page before it, and each is asked for as soon as that cursor is known (from
+    /// the headers, with an HTTP source). While the store commits one page, the next ones are
+    /// already on their way, so the network and the store each work at their own pace; those that
+    /// arrived meanwhile go into the next commit's transaction. The head goes to the machine's next
+    /// older fetch when it asks for that cursor; the whole run is cancelled otherwise.
     private var readAhead: [ReadAhead] = []
     /// The direction whose commits the read-ahead continues: only that direction's failure or
     /// change of course cancels it.
     private var readAheadOrigin: Direction?
-    /// The cursor of the newest page fetched ahead (taken by the machine or not): only its
-    /// arrival may extend the run.
+    /// The cursor of the newest page fetched ahead (taken by the machine or not): only its older
+    /// cursor, once known, may extend the run.
     private var readAheadTail: String?
-    /// The older cursor of that page once it has arrived: where the run goes on when there is room.
+    /// The older cursor of that page once it is known (from its headers, or once it has arrived):
+    /// where the run goes on when there is room.
     private var readAheadNext: String??
+    /// The most items a page of this feed has had: what a page on its way is counted as.
+    private var largestPage = 0
     /// Items of the pages being committed, by direction (an older and a newer page may be at once).
     private var committingItems: [Direction: Int] = [:]
-    /// Items of the pages fetched ahead that arrived and are not committed yet, by cursor: with
-    /// ``committingItems``, what the backfill holds beyond the store.
-    private var arrivedItems: [String: Int] = [:]
+    /// Pages fetched ahead that arrived and are not committed yet, by cursor: with
+    /// ``committingItems`` and ``precommitted``, what the backfill holds beyond the machine's count.
+    private var arrived: [String: FeedPage] = [:]
+    /// Older pages committed in the transaction of the page before them, by the cursor they were
+    /// fetched with, until the machine asks for that cursor: the answer is then this outcome, with
+    /// no request and no commit.
+    private var precommitted: [ExactID: CommitOutcome] = [:]
 
     /// How many pages the backfill fetches ahead of its commits.
     static var readAheadDepth: Int { 4 }
 
     private struct ReadAhead {
+        let id: Int
         let cursor: String
         let task: Task<FeedPage, any Error>
     }
+    private var nextReadAheadID = 0
+    /// Pages fetched ahead of a page that then failed, left to finish rather than cancelled: the
+    /// server has them already, and its answer may ask the client to wait (a 429's Retry-After),
+    /// which the next older request must hear before it goes.
+    private var draining: [Int: Task<FeedPage, any Error>] = [:]
+    /// The server asked for no older request before this (a Retry-After on a page fetched ahead).
+    private var olderNotBefore: C.Instant?
     private var started = false
     private var stopped = false
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
@@ -113,6 +129,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         // Released without stop(): its requests, timers and followers end with it, and its
         // streams finish, rather than outliving their owner.
         for entry in readAhead { entry.task.cancel() }
+        for (_, task) in draining { task.cancel() }
         for (_, entry) in requests { entry.task.cancel() }
         for (_, entry) in timers { entry.task.cancel() }
         for task in background { task.cancel() }
@@ -181,6 +198,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         guard !stopped else { return }
         stopped = true
         cancelPrefetch()
+        for (_, task) in draining { task.cancel() }
+        draining = [:]
         for (_, entry) in requests { entry.task.cancel() }
         for (_, entry) in timers { entry.task.cancel() }
         for task in background { task.cancel() }
@@ -235,14 +254,31 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         switch effect {
         case .fetch(let request):
             logger.debug("fetch", metadata: ["direction": "\(request.direction)", "cursor": "\(request.cursor ?? "-")"])
+            if let outcome = takePrecommitted(for: request) {
+                // A task, not a call: the machine is in the middle of handling an event.
+                let task = Task { [weak self] in
+                    guard let self else { return }
+                    await self.answer(request, committed: outcome)
+                }
+                requests[request.direction] = (request.token, task)
+                return
+            }
             let source = self.source
             let early = takePrefetch(for: request)
+            // An older request goes only once the pages fetched ahead of a failure have answered,
+            // and not before a Retry-After one of them brought.
+            let drain = request.direction == .older ? Array(draining.values) : []
+            let clock = time.clock
             let task = Task { [weak self] in
                 let result: Result<FeedPage, any Error>
                 if let early {
                     result = await withTaskCancellationHandler { await early.result } onCancel: { early.cancel() }
                 } else {
                     do {
+                        for task in drain { _ = await task.result }
+                        if request.direction == .older, let notBefore = await self?.olderNotBefore {
+                            try await clock.sleep(until: notBefore, tolerance: nil)
+                        }
                         result = .success(try await Self.fetch(request, from: source))
                     } catch {
                         result = .failure(error)
@@ -293,7 +329,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private func finish(_ request: FetchRequest, _ result: Result<FeedPage, any Error>) async {
         let direction = request.direction
         if requests[direction]?.token == request.token { requests[direction] = nil }
-        if direction == .older, let cursor = request.cursor { arrivedItems[cursor] = nil }
+        if direction == .older, let cursor = request.cursor { arrived[cursor] = nil }
         // Checked synchronously on the actor right before the commit: an answer to a request
         // that going offline (or stop) cancelled is never stored.
         guard !stopped, machine.isRunning(request.token, in: direction) else {
@@ -303,6 +339,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         }
         switch result {
         case .success(let page):
+            largestPage = max(largestPage, page.items.count)
             let next = machine.backfillCursor(afterCommitting: page, answering: request.token, in: direction)
             if let next {
                 // Fetched ahead already when this page arrived early; otherwise start here.
@@ -312,28 +349,82 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
                 }
                 readAheadOrigin = direction
             }
-            committingItems[direction] = page.items.count
-            let outcome: CommitOutcome
+            // Older pages that arrived while the last commit ran go into this one's transaction.
+            let ahead = direction == .older ? takeArrived(after: page, next: next) : []
+            committingItems[direction] = ([page] + ahead.map(\.page)).reduce(0) { $0 + $1.items.count }
+            if !ahead.isEmpty { extendReadAhead() }
+            let outcomes: [CommitOutcome]
             do {
                 defer { committingItems[direction] = nil }
-                outcome = try await store.commit(feed: feed, direction: direction, page: page, at: time.now)
+                if ahead.isEmpty {
+                    outcomes = [try await store.commit(feed: feed, direction: direction, page: page, at: time.now)]
+                } else {
+                    outcomes = try await store.commit(feed: feed, direction: direction, pages: [page] + ahead.map(\.page), at: time.now)
+                }
             } catch {
                 cancelPrefetch(from: direction)
                 logger.error("store commit failed", metadata: ["error": "\(error)"])
                 apply(.failed(direction, request.token, FeedError(.other, "store: \(error)")))
                 return
             }
+            guard let outcome = outcomes.first else {
+                cancelPrefetch(from: direction)
+                apply(.failed(direction, request.token, FeedError(.other, "store: a commit of \(ahead.count + 1) pages reported none committed")))
+                return
+            }
+            // A store that stopped part-way committed the first pages only: the rest are fetched again.
+            for (entry, outcome) in zip(ahead, outcomes.dropFirst()) { precommitted[ExactID(entry.cursor)] = outcome }
+            if outcomes.count < ahead.count + 1 { cancelPrefetch(from: direction) }
             apply(.committed(direction, request.token, outcome))
             // Not asked for (the backfill depth was reached, or the cursor moved): never used.
-            if next.map({ readAhead.first?.cursor.isExactly($0) ?? false }) ?? true { cancelPrefetch(from: direction) }
+            if next == nil || requests[.older] == nil { cancelPrefetch(from: direction) }
         case .failure(let error):
             let feedError = FeedError(wrapping: error)
             logger.info("load failed", metadata: ["direction": "\(direction)", "error": "\(feedError)"])
             // A retry comes after a backoff, with this page's cursor: nothing fetched ahead of it
-            // is asked for before then.
-            if direction == .older { cancelPrefetch() }
+            // is asked for before then. What is on its way already is heard out, not cut off.
+            if direction == .older { abandonPrefetch() }
             apply(.failed(direction, request.token, feedError))
         }
+    }
+
+    /// The pages fetched ahead that follow `page` one after another and have all arrived, taken
+    /// off the read-ahead, as far as the backfill would go on loading them.
+    private func takeArrived(after page: FeedPage, next: String?) -> [(cursor: String, page: FeedPage)] {
+        var taken: [(cursor: String, page: FeedPage)] = []
+        var cursor = next
+        // Counted as extendReadAhead counts, with this page and the ones taken (no longer arrived).
+        var pending = pendingItems + page.items.count
+        while let wanted = cursor, let head = readAhead.first, head.cursor.isExactly(wanted), let arrival = arrived[head.cursor],
+              machine.readAheadCursor(after: wanted, pendingItems: pending) != nil {
+            readAhead.removeFirst()
+            arrived[head.cursor] = nil
+            taken.append((head.cursor, arrival))
+            cursor = arrival.olderCursor
+        }
+        return taken
+    }
+
+    /// The outcome committed ahead for this older request's cursor, if any. Asking for any other
+    /// older cursor means the backfill went past or elsewhere: what was committed ahead is then
+    /// only in the store, which the machine reads again through later commits.
+    private func takePrecommitted(for request: FetchRequest) -> CommitOutcome? {
+        guard request.direction == .older, !precommitted.isEmpty else { return nil }
+        guard let cursor = request.cursor, let outcome = precommitted[ExactID(cursor)] else {
+            precommitted = [:]
+            return nil
+        }
+        return outcome
+    }
+
+    /// Answers an older request whose page was committed with the one before it.
+    private func answer(_ request: FetchRequest, committed outcome: CommitOutcome) {
+        if requests[.older]?.token == request.token { requests[.older] = nil }
+        // Cancelled meanwhile (offline, stop): the outcome stays for the request that asks again.
+        guard !stopped, machine.isRunning(request.token, in: .older), let cursor = request.cursor else { return }
+        precommitted[ExactID(cursor)] = nil
+        apply(.committed(.older, request.token, outcome))
+        if requests[.older] == nil { cancelPrefetch(from: .older) }
     }
 
     private func takePrefetch(for request: FetchRequest) -> Task<FeedPage, any Error>? {
@@ -353,37 +444,88 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         let source = self.source
         readAheadTail = cursor
         readAheadNext = nil
-        readAhead.append(ReadAhead(cursor: cursor, task: Task { [weak self] in
-            let page = try await source.fetchOlder(cursor: cursor)
-            await self?.arrivedAhead(page, cursor: cursor)
-            return page
+        // Known from the headers while the body is still on its way: the next request need not
+        // wait for this page to arrive and be parsed.
+        let known: @Sendable (String?) -> Void = { [weak self] older in
+            guard let self else { return }
+            Task { await self.knownAhead(older, of: cursor) }
+        }
+        let id = nextReadAheadID
+        nextReadAheadID += 1
+        readAhead.append(ReadAhead(id: id, cursor: cursor, task: Task { [weak self] in
+            do {
+                let page = try await source.fetchOlder(cursor: cursor, olderCursorKnown: known)
+                await self?.arrivedAhead(page, cursor: cursor, id: id)
+                return page
+            } catch {
+                await self?.failedAhead(error, id: id)
+                throw error
+            }
         }))
     }
 
-    /// A page fetched ahead arrived: note where it goes on, and go on if there is room.
-    private func arrivedAhead(_ page: FeedPage, cursor: String) {
-        guard !stopped, readAheadTail?.isExactly(cursor) ?? false else { return }
-        arrivedItems[cursor] = page.items.count
+    /// A page fetched ahead failed: a Retry-After in its answer holds back the older requests.
+    private func failedAhead(_ error: any Error, id: Int) {
+        draining[id] = nil
+        guard let wait = (error as? FeedError)?.retryAfter else { return }
+        let until = time.clock.now.advanced(by: wait)
+        if olderNotBefore.map({ $0 < until }) ?? true { olderNotBefore = until }
+    }
+
+    /// The older cursor of the page fetched ahead at `cursor` is known: go on from it if there is room.
+    private func knownAhead(_ older: String?, of cursor: String) {
+        guard !stopped, readAheadTail?.isExactly(cursor) ?? false, readAheadNext == nil else { return }
+        readAheadNext = .some(older)
+        extendReadAhead()
+    }
+
+    /// A page fetched ahead arrived: keep it for its commit; if it is the newest one, go on from
+    /// it if there is room.
+    private func arrivedAhead(_ page: FeedPage, cursor: String, id: Int) {
+        draining[id] = nil
+        let isTail = readAheadTail?.isExactly(cursor) ?? false
+        guard !stopped, isTail || readAhead.contains(where: { $0.cursor.isExactly(cursor) }) else { return }
+        arrived[cursor] = page
+        largestPage = max(largestPage, page.items.count)
+        guard isTail else { return }
         readAheadNext = .some(page.olderCursor)
         extendReadAhead()
     }
 
-    /// Fetches the page after the newest one fetched ahead, once that one has arrived, while the
-    /// run is shorter than ``readAheadDepth`` and the machine would go on loading.
+    /// Items the backfill holds beyond the machine's count: being committed, fetched ahead (a
+    /// page still on its way counted as the largest page so far), or committed ahead and not yet
+    /// handed to the machine.
+    private var pendingItems: Int {
+        let onTheirWay = readAhead.count { arrived[$0.cursor] == nil }
+        return committingItems.values.reduce(0, +) + arrived.values.reduce(0) { $0 + $1.items.count }
+            + onTheirWay * largestPage + precommitted.values.reduce(0) { $0 + $1.pageItemCount }
+    }
+
+    /// Fetches the page after the newest one fetched ahead, once that one's older cursor is known,
+    /// while the run is shorter than ``readAheadDepth`` and the machine would go on loading.
     private func extendReadAhead() {
         guard readAhead.count < Self.readAheadDepth, let tail = readAheadTail, case .some(let older) = readAheadNext else { return }
-        let pending = committingItems.values.reduce(0, +) + arrivedItems.values.reduce(0, +)
-        guard let next = machine.readAheadCursor(after: older, pendingItems: pending),
+        if let notBefore = olderNotBefore, time.clock.now < notBefore { return }
+        guard let next = machine.readAheadCursor(after: older, pendingItems: pendingItems),
               !next.isExactly(tail), !readAhead.contains(where: { $0.cursor.isExactly(next) })
         else { return }
         fetchAhead(next)
     }
 
     private func cancelPrefetch() {
-        for entry in readAhead {
-            entry.task.cancel()
-            arrivedItems[entry.cursor] = nil
-        }
+        for entry in readAhead { entry.task.cancel() }
+        dropPrefetch()
+    }
+
+    /// Ends the read-ahead without cancelling what is on its way: those requests finish in
+    /// ``draining``, and their answers are only heard for a Retry-After.
+    private func abandonPrefetch() {
+        for entry in readAhead { draining[entry.id] = entry.task }
+        dropPrefetch()
+    }
+
+    private func dropPrefetch() {
+        for entry in readAhead { arrived[entry.cursor] = nil }
         readAhead = []
         readAheadOrigin = nil
         readAheadTail = nil

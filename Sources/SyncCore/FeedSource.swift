@@ -134,4 +134,20 @@ public protocol FeedSource: Sendable {
     func fetchOlder(cursor: String) async throws -> FeedPage
     /// The page of items immediately newer than `cursor` (no gap); an empty page means caught up.
     func fetchNewer(cursor: String) async throws -> FeedPage
+    /// ``fetchOlder(cursor:)``, calling `olderCursorKnown` with the page's older cursor as soon as
+    /// it is known (an HTTP source knows it from the response's headers, before the body is read
+    /// and parsed), so backfill can ask for the next page while this one is still coming in.
+    ///
+    /// The page returned carries that same older cursor. `olderCursorKnown` is called at most
+    /// once, and may not be called at all when the request fails.
+    func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage
+}
+
+extension FeedSource {
+    /// Tells the older cursor once the whole page is in.
+    public func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
+        let page = try await fetchOlder(cursor: cursor)
+        olderCursorKnown(page.olderCursor)
+        return page
+    }
 }

@@ -105,4 +105,27 @@ public protocol FeedStore: Sendable {
     func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome
     /// Stored items, newest first.
     func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem]
+    /// Commits `pages`, each loaded with the older cursor of the one before it, in order, as
+    /// ``commit(feed:direction:page:at:)`` would; returns the outcome of each page committed.
+    ///
+    /// Backfill uses it for pages that arrived while the one before them was being committed.
+    /// A store that can commits them in one transaction (all land or none, the cursors of the
+    /// last one with them); the default commits them one by one and stops at the first failure,
+    /// returning what it committed (throwing only when the first page fails).
+    func commit(feed: String, direction: Direction, pages: [FeedPage], at date: Date) async throws -> [CommitOutcome]
+}
+
+extension FeedStore {
+    /// One transaction per page, in order, up to the first that fails.
+    public func commit(feed: String, direction: Direction, pages: [FeedPage], at date: Date) async throws -> [CommitOutcome] {
+        var outcomes: [CommitOutcome] = []
+        for page in pages {
+            do {
+                outcomes.append(try await commit(feed: feed, direction: direction, page: page, at: date))
+            } catch where !outcomes.isEmpty {
+                break
+            }
+        }
+        return outcomes
+    }
 }

@@ -15,6 +15,9 @@ struct EvidenceRecordingSource: FeedSource {
     func fetchInitial() async throws -> FeedPage { try await recording { try await base.fetchInitial() } }
     func fetchOlder(cursor: String) async throws -> FeedPage { try await recording { try await base.fetchOlder(cursor: cursor) } }
     func fetchNewer(cursor: String) async throws -> FeedPage { try await recording { try await base.fetchNewer(cursor: cursor) } }
+    func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
+        try await recording { try await base.fetchOlder(cursor: cursor, olderCursorKnown: olderCursorKnown) }
+    }
 
     private func recording(_ request: () async throws -> FeedPage) async throws -> FeedPage {
         do {

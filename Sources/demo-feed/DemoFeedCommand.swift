@@ -51,6 +51,9 @@ struct DemoFeedCommand: AsyncParsableCommand {
     @Option(help: "Latency added to every feed request, as MS or MIN-MAX milliseconds.")
     var latencyMs: String?
 
+    @Option(help: "Milliseconds between a page's headers and its body, as over a slow link.")
+    var bodyDelayMs: Int = 0
+
     @Option(help: "Seed for random faults.")
     var seed: UInt64 = 1
 
@@ -118,6 +121,7 @@ struct DemoFeedCommand: AsyncParsableCommand {
                 feeds: definitions,
                 randomFaults: try faults.map { try RandomFault(spec: $0) },
                 latencyMilliseconds: try latencyMs.map(Self.parseLatency),
+                bodyDelayMilliseconds: bodyDelayMs,
                 seed: seed,
                 gzip: !noGzip,
                 stallLimit: .seconds(stallLimit),

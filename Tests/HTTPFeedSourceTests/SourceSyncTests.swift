@@ -2,7 +2,9 @@ import DemoFeedServer
 import Foundation
 import HTTPFeedSource
 import SyncCore
+import Synchronization
 import Testing
+import TestSupport
 
 @Suite("HTTP feed source: full sync against the demo server")
 struct SourceSyncTests {
@@ -31,6 +33,47 @@ struct SourceSyncTests {
             #expect(try await driver.newerUntilCaughtUp() == 1)
             #expect(driver.log.feed.newerCursor == cursor)
             #expect(driver.log.items.count == 3287)
+        }
+    }
+
+    @Test("an older page's next link is told from its headers, before its body has arrived")
+    func olderCursorFromTheHeaders() async throws {
+        // The server sends each page's body 2 s after its headers (and holds its stop until then).
+        let configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 50)], bodyDelayMilliseconds: 2_000)
+        try await withFeedServer(configuration) { server, client in
+            let source = try server.source("home", client: client, limit: 10)
+            let known = Mutex<[String?]>([])
+            let cursor = try #require(server.feedURL("home", limit: 10)).appending("&max_id=\(id(41))")
+            let fetch = Task {
+                try await source.fetchOlder(cursor: cursor) { older in known.withLock { $0.append(older) } }
+            }
+            try await waitUntil("the next link is told") { known.withLock { !$0.isEmpty } }
+            let told = try #require(known.withLock { $0.first } ?? nil)
+            #expect(told.hasSuffix("max_id=\(id(31))"), "the page holds 40...31: the next one is older than 31")
+            // Still waiting for the body.
+            try await Task.sleep(for: .milliseconds(50))
+            fetch.cancel()
+            await #expect(throws: (any Error).self) { try await fetch.value }
+            #expect(known.withLock { $0.count } == 1)
+        }
+    }
+
+    @Test("the page returned carries the older cursor told early, told once")
+    func olderCursorToldMatchesThePage() async throws {
+        let configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 50)], bodyDelayMilliseconds: 20)
+        try await withFeedServer(configuration) { server, client in
+            let source = try server.source("home", client: client, limit: 10)
+            var cursor = try #require(try await source.fetchInitial().olderCursor)
+            var pages = 1
+            while true {
+                let known = Mutex<[String?]>([])
+                let page = try await source.fetchOlder(cursor: cursor) { older in known.withLock { $0.append(older) } }
+                #expect(known.withLock { $0 } == [page.olderCursor])
+                pages += 1
+                guard let next = page.olderCursor else { break }
+                cursor = next
+            }
+            #expect(pages == 5)
         }
     }
 

@@ -295,6 +295,126 @@ struct FeedCoordinatorTests {
         #expect(await source.cancelled.isEmpty)
     }
 
+    /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
+    private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<TestClock<Duration>> {
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await store.waitUntilHolding(commit: 1)
+        for (id, cursor) in [(1, "19"), (2, "17"), (3, "15"), (4, "13")] {
+            #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
+            let older = String(Int(cursor)! - 2)
+            await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
+        }
+        await Task.megaYield()
+        await store.release()
+        return feed
+    }
+
+    @Test func theNextPageIsAskedForAsSoonAsItsCursorIsKnown() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100))
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "19"))
+        // Request 1 is the machine's own; its successors are fetched ahead once it is in.
+        await source.respond(1, page(["18", "17"], older: "17", newer: nil))
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        // The headers of page 17 name 15: it is asked for while page 17's body is still coming,
+        // and so is 13 once 15's headers are in.
+        await source.announce(2, older: "15")
+        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        await source.announce(3, older: "13")
+        #expect(await source.call(4) == .init(id: 4, direction: "older", cursor: "13"))
+        for (id, items, older) in [(2, ["16", "15"], "15"), (3, ["14", "13"], "13")] {
+            await source.respond(id, page(items, older: older, newer: nil))
+        }
+        await source.announce(4, older: nil)
+        await source.respond(4, page(["12"], older: nil, newer: nil))
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(state.itemCount == 9)
+        #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        await Task.megaYield()
+        #expect(await source.callCount == 5, "nothing asked for past the end")
+    }
+
+    @Test func aRetryAfterOnAPageFetchedAheadHoldsBackTheRetry() async throws {
+        let source = ScriptedSource()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100))
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await source.respond(1, page(["18", "17"], older: "17", newer: nil))
+        // Page 17's headers name 15, which is asked for at once and answered 429: wait 10 s.
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        await source.announce(2, older: "15")
+        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        await source.fail(3, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(10)))
+        // Then page 17's body turns out malformed: the backfill retries 17 after its backoff,
+        // but not before the server's 10 s are up.
+        await source.fail(2, FeedError(.malformed, "truncated body"))
+        for _ in 0..<9 {
+            await clock.advance(by: .seconds(1))
+            await Task.megaYield()
+        }
+        #expect(await source.callCount == 4, "no older request within the server's 10 s")
+        await clock.advance(by: .seconds(1))
+        #expect(await source.call(4) == .init(id: 4, direction: "older", cursor: "17"))
+        _ = feed
+    }
+
+    @Test func pagesThatArriveDuringACommitAreCommittedTogether() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
+        let feed = try await backfillBehindAHeldCommit(source, store)
+        // The page at 19 and the three behind it, all arrived: one transaction.
+        await store.waitUntilHolding(commit: 2)
+        #expect(await store.transactionSizes == [1, 4])
+        // The read-ahead goes on while they commit.
+        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
+        await source.respond(5, page(["10"], older: nil, newer: nil))
+        await store.release()
+        await store.waitUntilHolding(commit: 3)
+        await store.release()
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(state.itemCount == 11)
+        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        #expect(await store.transactionSizes == [1, 4, 1])
+        await Task.megaYield()
+        #expect(await source.callCount == 6, "one request per page, none after the end")
+        #expect(await source.cancelled.isEmpty)
+    }
+
+    @Test func pagesCommittedAheadAreNotFetchedAgainAfterGoingOffline() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
+        let feed = try await backfillBehindAHeldCommit(source, store)
+        await store.waitUntilHolding(commit: 2)
+        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
+        // Offline while the four pages commit: the page fetched behind them is cancelled, the
+        // commit lands, and the machine, paused, has taken only the first of the four.
+        await feed.connectivityChanged(noCarrier)
+        await source.waitUntilCancelled(5)
+        await store.release()
+        await feed.waitFor { $0.itemCount == 4 && $0.isOffline }
+        #expect(try await feed.items().map(\.id) == (11...20).reversed().map(String.init), "all four pages are stored")
+        // Back online: the reconnect refresh, and the backfill, whose three pages committed ahead
+        // are answered without a request: the next one it sends is for 11.
+        await feed.connectivityChanged(online)
+        #expect(await source.call(6) == .init(id: 6, direction: "newer", cursor: "20"))
+        await source.respond(6, page([], older: nil, newer: nil))
+        await store.waitUntilHolding(commit: 3)
+        await store.release()
+        #expect(await source.call(7) == .init(id: 7, direction: "older", cursor: "11"))
+        await source.respond(7, page(["10"], older: nil, newer: nil))
+        await store.waitUntilHolding(commit: 4)
+        await store.release()
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(state.itemCount == 11)
+        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        #expect(await store.transactionSizes == [1, 4, 1, 1])
+        #expect(await source.callCount == 8, "none of the pages committed ahead is fetched again")
+    }
+
     @Test func goingOfflineDuringACommitCancelsTheEarlyFetchAndNothingOfItIsStored() async throws {
         let source = ScriptedSource(ignoresCancellation: true)
         let store = GatedStore()

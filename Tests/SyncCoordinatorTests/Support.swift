@@ -16,6 +16,7 @@ actor ScriptedSource: FeedSource {
     private(set) var cancelled: Set<Int> = []
     private var waiting: [Int: CheckedContinuation<FeedPage, any Error>] = [:]
     private var answers: [Int: Result<FeedPage, any Error>] = [:]
+    private var known: [Int: @Sendable (String?) -> Void] = [:]
     private var callWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     private var cancelWaiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
     let ignoresCancellation: Bool
@@ -27,6 +28,11 @@ actor ScriptedSource: FeedSource {
     func fetchInitial() async throws -> FeedPage { try await call("initial", nil) }
     func fetchOlder(cursor: String) async throws -> FeedPage { try await call("older", cursor) }
     func fetchNewer(cursor: String) async throws -> FeedPage { try await call("newer", cursor) }
+    /// Keeps `olderCursorKnown` for ``announce(_:older:)``; the page still waits for ``respond(_:_:)``.
+    func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
+        known[calls.count] = olderCursorKnown
+        return try await call("older", cursor)
+    }
 
     private func call(_ direction: String, _ cursor: String?) async throws -> FeedPage {
         let id = calls.count
@@ -76,6 +82,13 @@ actor ScriptedSource: FeedSource {
         await answer(id, .success(page))
     }
 
+    /// Tells older request `id`'s caller the page's older cursor, as a source does from the
+    /// headers before the body has arrived.
+    func announce(_ id: Int, older: String?) async {
+        _ = await call(id)
+        known.removeValue(forKey: id)?(older)
+    }
+
     /// Answers request `id` with an error, waiting for it to be made if need be.
     func fail(_ id: Int, _ error: FeedError) async {
         await answer(id, .failure(error))
@@ -115,22 +128,49 @@ let transient = FeedError(.httpStatus(503), "service unavailable")
 
 /// A store whose commits wait until the test lets each one through, so a test can act while a
 /// page is being committed.
+///
+/// With `groupsCommits`, a commit of several pages is one transaction held as one (as the SQLite
+/// store's is); without, it is the protocol's default, one held commit per page.
 actor GatedStore: FeedStore {
     private let inner = InMemoryFeedStore()
+    private let groupsCommits: Bool
     private var held: [CheckedContinuation<Void, Never>] = []
     private var holdWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     private(set) var commitsStarted = 0
+    /// Pages in each transaction, in order.
+    private(set) var transactionSizes: [Int] = []
+
+    init(groupsCommits: Bool = false) {
+        self.groupsCommits = groupsCommits
+    }
 
     func load(feed: String) async throws -> PersistedFeed { try await inner.load(feed: feed) }
 
     func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
+        await hold(pages: 1)
+        return try await inner.commit(feed: feed, direction: direction, page: page, at: date)
+    }
+
+    func commit(feed: String, direction: Direction, pages: [FeedPage], at date: Date) async throws -> [CommitOutcome] {
+        guard groupsCommits else {
+            var outcomes: [CommitOutcome] = []
+            for page in pages { outcomes.append(try await commit(feed: feed, direction: direction, page: page, at: date)) }
+            return outcomes
+        }
+        await hold(pages: pages.count)
+        var outcomes: [CommitOutcome] = []
+        for page in pages { outcomes.append(try await inner.commit(feed: feed, direction: direction, page: page, at: date)) }
+        return outcomes
+    }
+
+    private func hold(pages: Int) async {
         commitsStarted += 1
+        transactionSizes.append(pages)
         await withCheckedContinuation { continuation in
             held.append(continuation)
             for waiter in holdWaiters where waiter.count <= commitsStarted { waiter.continuation.resume() }
             holdWaiters.removeAll { $0.count <= commitsStarted }
         }
-        return try await inner.commit(feed: feed, direction: direction, page: page, at: date)
     }
 
     func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {

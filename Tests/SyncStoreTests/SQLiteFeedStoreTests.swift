@@ -1,5 +1,6 @@
 import TestSupport
 import Foundation
+import GRDB
 import SyncCore
 import SyncStore
 import Testing
@@ -52,6 +53,42 @@ func page(_ ids: [String], older: String?, newer: String?) -> FeedPage {
         await store.releaseMemory()
         #expect(try await store.items(feed: "home", offset: 0, limit: 200).map(\.id) == (0..<100).reversed().map(String.init))
         #expect(try await store.load(feed: "home").itemCount == 100)
+    }
+
+    @Test func pagesCommittedTogetherEndAsCommittedAlone() async throws {
+        let dir = try TemporaryDirectory()
+        let together = try SQLiteFeedStore(path: dir.file("together.sqlite"))
+        let alone = try SQLiteFeedStore(path: dir.file("alone.sqlite"))
+        let first = page(["9", "8"], older: "8", newer: "9")
+        // The third page repeats an item of the second, and the last one ends the feed.
+        let pages = [page(["7", "6"], older: "6", newer: nil), page(["6", "5", "4"], older: "4", newer: nil), page(["3"], older: nil, newer: nil)]
+        for store in [together, alone] { _ = try await store.commit(feed: "home", direction: .initial, page: first, at: date) }
+        let grouped = try await together.commit(feed: "home", direction: .older, pages: pages, at: date)
+        var single: [CommitOutcome] = []
+        for page in pages { single.append(try await alone.commit(feed: "home", direction: .older, page: page, at: date)) }
+        #expect(grouped == single)
+        #expect(grouped.map(\.inserted) == [2, 2, 1])
+        #expect(try await together.load(feed: "home") == alone.load(feed: "home"))
+        #expect(try await together.items(feed: "home", offset: 0, limit: 20).map(\.id) == ["9", "8", "7", "6", "5", "4", "3"])
+    }
+
+    @Test func pagesCommittedTogetherLandTogetherOrNotAtAll() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("feeds.sqlite")
+        let store = try SQLiteFeedStore(path: path)
+        _ = try await store.commit(feed: "home", direction: .initial, page: page(["9", "8"], older: "8", newer: "9"), at: date)
+        let before = try await store.load(feed: "home")
+        // The database itself refuses the second page's item, half-way through the transaction.
+        let other = try DatabaseQueue(path: path)
+        try await other.write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON item WHEN NEW.id = 'refused' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        let pages = [page(["7", "6"], older: "6", newer: nil), page(["5", "refused"], older: "4", newer: nil)]
+        await #expect(throws: (any Error).self) {
+            try await store.commit(feed: "home", direction: .older, pages: pages, at: date)
+        }
+        #expect(try await store.load(feed: "home") == before, "the cursors stay where the last whole commit left them")
+        #expect(try await store.items(feed: "home", offset: 0, limit: 20).map(\.id) == ["9", "8"], "nothing of the first page either")
     }
 
     @Test func feedsAreKeptApart() async throws {
