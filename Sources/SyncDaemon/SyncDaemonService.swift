@@ -182,13 +182,15 @@ public struct SyncDaemonService: Service {
     /// How long the feeds must have been still before ``releaseMemory(_:)`` runs.
     static let releaseAfter = Duration.seconds(1)
 
-    /// Gives back what a sync left behind: SQLite's page caches and idle readers, then the
-    /// allocator's free pages. Between refreshes minutes apart the daemon only needs its
-    /// working set; the next sync allocates what it needs again.
+    /// Gives back what a sync left behind: SQLite's page caches and idle readers, the
+    /// allocator's free pages, then the code pages that start-up and the sync mapped
+    /// (``CodePages``). Between refreshes minutes apart the daemon only needs its working set;
+    /// the next sync allocates and faults in what it needs again.
     private static func releaseMemory(_ store: SQLiteFeedStore) async {
         await store.releaseMemory()
         // Freed blocks stay in glibc's arenas until trimmed: return whole free pages to the kernel.
         malloc_trim(0)
+        CodePages.pageOut()
     }
 
     /// The coordinator's lifetime: started once clients can connect, stopped on shutdown.

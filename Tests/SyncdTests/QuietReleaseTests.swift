@@ -15,8 +15,11 @@ struct QuietReleaseTests {
     }
 
     /// Steps the clock 100 ms at a time (letting every task run between steps) until `condition` holds.
+    ///
+    /// The wall-clock deadline only guards against a hang: the full suite starts hundreds of tests
+    /// at once on two cores, and a step can wait seconds for a thread, so it is generous.
     func advance(_ clock: TestClock<Duration>, until what: String, _ condition: @escaping () -> Bool) async throws {
-        try await waitUntil(what) {
+        try await waitUntil(what, timeout: .seconds(40)) {
             await clock.advance(by: .milliseconds(100))
             await Task.megaYield()
             return condition()

@@ -57,6 +57,43 @@ public func procCPUSeconds(pid: Int32) -> Double {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// Page faults `pid` has taken so far (minor, major), from `/proc/PID/stat`.
+public func procFaults(pid: Int32) -> (minor: Int, major: Int) {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")")
+    else { return (0, 0) }
+    // After the command name: minflt is field 10, majflt field 12.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 9 else { return (0, 0) }
+    return (Int(fields[7]) ?? 0, Int(fields[9]) ?? 0)
+}
+
+/// One Varlink `io.syncd.GetStatus` call on the Unix socket at `path`, waiting for the whole reply.
+func statusRoundTrip(socket path: String) throws {
+    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw SyncRigError("socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+    }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else { throw SyncRigError("connect \(path): errno \(errno)") }
+    let request = Array(#"{"method":"io.syncd.GetStatus"}"#.utf8) + [0]
+    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+        throw SyncRigError("send: errno \(errno)")
+    }
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { throw SyncRigError("GetStatus: no reply (errno \(errno))") }
+        if buffer[count - 1] == 0 { return }
+    }
+}
+
 private func procKiB(pid: Int32, file: String, _ key: String) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
@@ -91,6 +128,13 @@ public final class IdleRig: Sendable {
         public var floorRate: Double { Double(floorSwitches) / seconds }
         /// Pages syncd committed in the window (each refresh of this unchanging feed commits one empty page).
         public var commits: Int
+        /// After the window, `GetStatus` round trips on the control socket, one after another
+        /// (milliseconds): the first wakes the idle daemon, whose code faults back in.
+        public var statusCallsMs: [Double]
+        /// syncd's page faults (minor, major) during the first of those calls.
+        public var wakeFaults: (minor: Int, major: Int)
+        /// syncd's PSS after those calls.
+        public var pssAfterCallsKiB: Int
         public var rate: Double { Double(switches) / seconds }
         public var baselineRate: Double { Double(baselineSwitches) / seconds }
     }
@@ -200,15 +244,31 @@ public final class IdleRig: Sendable {
         let elapsed = (ContinuousClock.now - start).seconds
         let threads = perThread.map { (tid: $0.key, name: $0.value.name, switches: $0.value.switches) }.sorted { $0.switches > $1.switches }
         let revisionAfter = (try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite").loadSynchronously(feed: "idle").revision) ?? -1
+        // Memory as the window left it, before the calls below fault code back in.
+        let pss = procPSSKiB(pid: pid), rss = procStatusKiB(pid: pid, "VmRSS")
+        let anon = procStatusKiB(pid: pid, "RssAnon"), file = procStatusKiB(pid: pid, "RssFile")
+        let faultsBefore = procFaults(pid: pid)
+        var statusCalls: [Double] = []
+        var wakeFaults = (minor: 0, major: 0)
+        for call in 0..<4 {
+            let started = ContinuousClock.now
+            try statusRoundTrip(socket: "\(directory)/io.syncd")
+            statusCalls.append((ContinuousClock.now - started).seconds * 1000)
+            if call == 0 {
+                let after = procFaults(pid: pid)
+                wakeFaults = (after.minor - faultsBefore.minor, after.major - faultsBefore.major)
+            }
+        }
         return Result(
             seconds: elapsed, switches: perSecond.reduce(0, +), perSecond: perSecond, threads: threads,
-            rssKiB: procStatusKiB(pid: pid, "VmRSS"), pssKiB: procPSSKiB(pid: pid), hwmKiB: procStatusKiB(pid: pid, "VmHWM"),
+            rssKiB: rss, pssKiB: pss, hwmKiB: procStatusKiB(pid: pid, "VmHWM"),
             baselineSwitches: monitorLast.total - monitorFirst.total,
             baselineRSSKiB: procStatusKiB(pid: monitor.processIdentifier, "VmRSS"),
-            anonKiB: procStatusKiB(pid: pid, "RssAnon"), fileKiB: procStatusKiB(pid: pid, "RssFile"),
+            anonKiB: anon, fileKiB: file,
             floorSwitches: floorLast.total - floorFirst.total, floorRSSKiB: procStatusKiB(pid: floor.pid, "VmRSS"),
             floorPSSKiB: procPSSKiB(pid: floor.pid),
-            commits: revisionAfter - revisionBefore)
+            commits: revisionAfter - revisionBefore,
+            statusCallsMs: statusCalls, wakeFaults: wakeFaults, pssAfterCallsKiB: procPSSKiB(pid: pid))
     }
 
     public static func summary(_ result: Result, refreshSeconds: Int) -> String {
@@ -224,6 +284,7 @@ public final class IdleRig: Sendable {
           pages committed from the 3 s settle before the window to its end (refreshes; the feed does not change): \(result.commits)
           busiest threads: \(busiest)
           PSS \(String(format: "%.1f", Double(result.pssKiB) / 1024)) MiB (target ≤ 20 MiB: \(result.pssKiB <= 20 * 1024 ? "met" : "missed")), RSS \(String(format: "%.1f", Double(result.rssKiB) / 1024)) MiB, peak \(String(format: "%.1f", Double(result.hwmKiB) / 1024)) MiB; anonymous \(String(format: "%.1f", Double(result.anonKiB) / 1024)) MiB, file-backed (binary and shared libraries) \(String(format: "%.1f", Double(result.fileKiB) / 1024)) MiB
+          waking it: GetStatus round trips after the window \(result.statusCallsMs.map { String(format: "%.2f", $0) }.joined(separator: " / ")) ms; page faults during the first: \(result.wakeFaults.minor) minor, \(result.wakeFaults.major) major; PSS after these calls \(String(format: "%.1f", Double(result.pssAfterCallsKiB) / 1024)) MiB
           runtime floor, same window: a Swift process that only awaits (reconnect-helper idle-floor): \(result.floorSwitches) switches = \(String(format: "%.2f", result.floorRate))/s, RSS \(String(format: "%.1f", Double(result.floorRSSKiB) / 1024)) MiB, PSS \(String(format: "%.1f", Double(result.floorPSSKiB) / 1024)) MiB
           baseline, same window: ip monitor link address route: \(result.baselineSwitches) switches = \(String(format: "%.2f", result.baselineRate))/s, RSS \(String(format: "%.1f", Double(result.baselineRSSKiB) / 1024)) MiB
         """
