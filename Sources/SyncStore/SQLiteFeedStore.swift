@@ -219,55 +219,66 @@ public struct SQLiteFeedStore: FeedStore {
         let wasEmpty = current.itemCount == 0
         let gapPage = direction == .newer && current.gap != nil
 
-        // The page's items that are stored already, with their positions: they anchor the new
-        // ones (a page shift brings stored items and new ones in one page).
-        var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
         var placement = Placement(db: db, feed: feed, storedAt: date.timeIntervalSinceReferenceDate)
         var overlapped = false
         var reachedFloor = false
         var inserted = 0
-        var upper: Int?
-        var run: [FeedItem] = []
-        var inPage = Set<ExactID>()
-        inPage.reserveCapacity(page.items.count)
-        func flush(lower: Int?) throws {
-            defer { run = [] }
-            guard !run.isEmpty else { return }
-            let region: Placement.Region
-            if let upper {
-                region = .below(upper)
-            } else if let lower {
-                region = .above(lower)
-            } else if direction == .older {
-                region = .bottom
-            } else if gapPage, let floor {
-                region = .above(floor)
-            } else {
-                region = .top(room: direction == .newer && !wasEmpty && page.continuation != nil)
+        /// Places the page's new items around those stored already (anchors), in runs.
+        func placeByAnchors() throws {
+            // The page's items that are stored already, with their positions: they anchor the new
+            // ones (a page shift brings stored items and new ones in one page).
+            var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
+            var upper: Int?
+            var run: [FeedItem] = []
+            var inPage = Set<ExactID>()
+            inPage.reserveCapacity(page.items.count)
+            func flush(lower: Int?) throws {
+                defer { run = [] }
+                guard !run.isEmpty else { return }
+                let region: Placement.Region
+                if let upper {
+                    region = .below(upper)
+                } else if let lower {
+                    region = .above(lower)
+                } else if direction == .older {
+                    region = .bottom
+                } else if gapPage, let floor {
+                    region = .above(floor)
+                } else {
+                    region = .top(room: direction == .newer && !wasEmpty && page.continuation != nil)
+                }
+                let placed = try placement.place(run, in: region)
+                inserted += placed.inserted
+                if let shift = placed.shift {
+                    // Positions at or above the shift point moved up: keep the anchors in step.
+                    for (key, position) in stored where position >= shift.from { stored[key] = position + shift.by }
+                    if let low = floor, low >= shift.from { floor = low + shift.by }
+                    if let high = upper, high >= shift.from { upper = high + shift.by }
+                }
             }
-            let placed = try placement.place(run, in: region)
-            inserted += placed.inserted
-            if let shift = placed.shift {
-                // Positions at or above the shift point moved up: keep the anchors in step.
-                for (key, position) in stored where position >= shift.from { stored[key] = position + shift.by }
-                if let low = floor, low >= shift.from { floor = low + shift.by }
-                if let high = upper, high >= shift.from { upper = high + shift.by }
+            for item in page.items {
+                let key = ExactID(item.id)
+                guard inPage.insert(key).inserted else { continue }
+                if let position = stored[key] {
+                    overlapped = true
+                    if gapPage, let floor, position <= floor { reachedFloor = true }
+                    try flush(lower: position)
+                    // Read again: making room for the run above may have moved this item.
+                    upper = stored[key]
+                } else {
+                    run.append(item)
+                }
             }
+            try flush(lower: nil)
         }
-        for item in page.items {
-            let key = ExactID(item.id)
-            guard inPage.insert(key).inserted else { continue }
-            if let position = stored[key] {
-                overlapped = true
-                if gapPage, let floor, position <= floor { reachedFloor = true }
-                try flush(lower: position)
-                // Read again: making room for the run above may have moved this item.
-                upper = stored[key]
-            } else {
-                run.append(item)
-            }
+        // An older page goes below everything stored unless some of its items are stored
+        // already; while backfilling none are, so it is written without looking its ids up
+        // first, and looked up only when the insert finds one of them.
+        if direction == .older, let placed = try placeBelowEverything(page, placement: &placement, db: db) {
+            inserted = placed
+        } else {
+            try placeByAnchors()
         }
-        try flush(lower: nil)
         hook?(.itemsWritten)
 
         var cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
@@ -304,6 +315,24 @@ public struct SQLiteFeedStore: FeedStore {
             itemCount: current.itemCount + inserted - pruned, lastSyncAt: Date(timeIntervalSinceReferenceDate: date.timeIntervalSinceReferenceDate),
             revision: current.revision + 1, gap: gap.gap)
         return CommitOutcome(feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
+    }
+
+    /// Writes `page`'s items (each id once) below everything stored, in a savepoint that is rolled
+    /// back when any of them turns out to be stored already; returns how many went in, or `nil`
+    /// after such a rollback.
+    private static func placeBelowEverything(_ page: FeedPage, placement: inout Placement, db: Database) throws -> Int? {
+        var seen = Set<ExactID>()
+        seen.reserveCapacity(page.items.count)
+        let items = page.items.filter { seen.insert(ExactID($0.id)).inserted }
+        guard !items.isEmpty else { return 0 }
+        var inserted: Int?
+        try db.inSavepoint {
+            let placed = try placement.place(items, in: .bottom)
+            guard placed.inserted == items.count else { return .rollback }
+            inserted = placed.inserted
+            return .commit
+        }
+        return inserted
     }
 
     /// Deletes the oldest items beyond `retention`'s limits, never the newest `minimum`; returns
