@@ -186,6 +186,10 @@ public struct SyncDaemonService: Service {
     /// allocator's free pages, then the code pages that start-up and the sync mapped
     /// (``CodePages``). Between refreshes minutes apart the daemon only needs its working set;
     /// the next sync allocates and faults in what it needs again.
+    ///
+    /// The code goes with the rest, after the same second: paging it out 30 s later instead left
+    /// the HTTP pool's close of its idle connection (60 s after the last request) to fault in
+    /// code just evicted, 11–12 context switches instead of 3–5 (BENCHMARKS.md, "Idle cost").
     private static func releaseMemory(_ store: SQLiteFeedStore) async {
         await store.releaseMemory()
         // Freed blocks stay in glibc's arenas until trimmed: return whole free pages to the kernel.
