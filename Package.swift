@@ -307,7 +307,7 @@ let package = Package(
         .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
         .testTarget(
             name: "SyncdTests",
-            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]
+            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", "NetlinkProbe", .product(name: "Clocks", package: "swift-clocks")]
         ),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
