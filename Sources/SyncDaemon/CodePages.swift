@@ -51,8 +51,9 @@ enum CodePages {
         return taken
     }
 
-    /// The whole of a `/proc` file. Its size reads as 0, so it is read to the end in chunks
-    /// (Foundation's file reading trusts the size and returns nothing).
+    /// The whole of a `/proc` file. Its size reads as 0, so it is read to the end in chunks:
+    /// Foundation's `String(contentsOfFile:)` returned only the first few mappings of a long
+    /// `/proc/self/maps` (seen in the full test suite's process).
     static func readProcFile(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }

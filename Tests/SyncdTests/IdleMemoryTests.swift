@@ -1,6 +1,7 @@
 import Foundation
 import NetlinkProbe
 import SyncControl
+@testable import SyncDaemon
 import Testing
 import TestSupport
 
@@ -11,7 +12,7 @@ import TestSupport
 @Suite struct IdleMemoryTests {
     /// Size and resident size (KiB) of every mapping of `path` in `pid`, from `/proc/PID/smaps`.
     static func mapped(_ path: String, in pid: Int32) -> (size: Int, resident: Int) {
-        guard let smaps = try? String(contentsOfFile: "/proc/\(pid)/smaps", encoding: .utf8) else { return (0, 0) }
+        guard let smaps = CodePages.readProcFile("/proc/\(pid)/smaps") else { return (0, 0) }
         var size = 0, resident = 0, inside = false
         for line in smaps.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)

@@ -45,26 +45,27 @@ public func procPSSKiB(pid: Int32) -> Int {
     procKiB(pid: pid, file: "smaps_rollup", "Pss")
 }
 
+/// The fields of `/proc/PID/stat` after the command name (the state is the first); `nil` when it
+/// cannot be read.
+private func procStatFields(pid: Int32) -> [Substring]? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")")
+    else { return nil }
+    return stat[stat.index(after: close)...].split(separator: " ")
+}
+
 /// CPU time (user + system) `pid` has used so far, in seconds, from `/proc/PID/stat`; 0 when it
 /// cannot be read.
 public func procCPUSeconds(pid: Int32) -> Double {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")")
-    else { return 0 }
-    // After the command name: state is field 3, utime and stime fields 14 and 15.
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    // utime and stime are fields 14 and 15 of the file.
+    guard let fields = procStatFields(pid: pid), fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// Page faults `pid` has taken so far (minor, major), from `/proc/PID/stat`.
 public func procFaults(pid: Int32) -> (minor: Int, major: Int) {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")")
-    else { return (0, 0) }
-    // After the command name: minflt is field 10, majflt field 12.
-    let fields = stat[stat.index(after: close)...].split(separator: " ")
-    guard fields.count > 9 else { return (0, 0) }
+    // minflt is field 10 of the file, majflt field 12.
+    guard let fields = procStatFields(pid: pid), fields.count > 9 else { return (0, 0) }
     return (Int(fields[7]) ?? 0, Int(fields[9]) ?? 0)
 }
 
