@@ -27,6 +27,8 @@ final class NetlinkEventLoop {
     /// Route datagrams read per wake-up before links are looked at and a snapshot is considered
     /// again, so a route storm cannot hold back a link change.
     private static let routeBatchLimit = 2048
+    /// How long the re-dump after a loss waits, unless something else is to be published first.
+    private static let resyncDelay = Duration.milliseconds(2)
     /// A wake-up that finds this many route datagrams means a storm: see ``run(wakeFD:)``.
     private static let stormDatagrams = 8
     private static let stormNapMilliseconds: Int32 = 1
@@ -54,6 +56,8 @@ final class NetlinkEventLoop {
     /// Last seen carrier-relevant state per link index.
     private var linkStates: [Int32: LinkState] = [:]
     private var routeResync = RouteResync.none
+    /// When the re-dump that follows a loss falls due (see ``settle()``).
+    private var resyncDue: ContinuousClock.Instant?
     private var dirty = false
     /// A link or an address changed: publish without waiting for the storm throttle, so a
     /// carrier loss is never delayed by the cost of a large route table.
@@ -195,7 +199,7 @@ final class NetlinkEventLoop {
             pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let timeout = dirty ? max(1, Int32(clamping: clock.now.duration(to: nextBuildAllowed).milliseconds)) : -1
+            let timeout = pollTimeout()
             let ready = poll(&fds, 3, timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -364,13 +368,40 @@ final class NetlinkEventLoop {
     }
 
     /// Re-dumps and publishes as the pending flags require.
+    ///
+    /// After a loss the snapshot goes out first and the re-dump that drops the routes the kernel
+    /// flushed silently waits ``resyncDelay``: on a machine with few cores it would otherwise
+    /// take the core the consumers of that snapshot need to act on it (it doubled the time an
+    /// offline verdict took to reach an async consumer, BENCHMARKS.md). A route change meanwhile
+    /// is published after the re-dump, so it cannot bring flushed routes back; another link or
+    /// address change goes out first, as the loss did, with the re-dump still due.
     private func settle() {
-        if routeResync == .beforePublish { resyncRoutes() }
+        if routeResync == .beforePublish || (routeResync == .afterPublish && resyncDue != nil && dirty && !urgent) {
+            resyncRoutes()
+        }
         publishIfDue()
-        if routeResync == .afterPublish {
+        guard routeResync == .afterPublish else { return }
+        let now = clock.now
+        guard let due = resyncDue else {
+            resyncDue = now + Self.resyncDelay
+            return
+        }
+        if now >= due {
             resyncRoutes()
             publishIfDue(force: true)
         }
+    }
+
+    /// Milliseconds until the loop has work of its own (a throttled snapshot, a deferred
+    /// re-dump), or -1 to wait for the kernel alone.
+    private func pollTimeout() -> Int32 {
+        var deadline: ContinuousClock.Instant?
+        if dirty { deadline = nextBuildAllowed }
+        if let resyncDue { deadline = min(deadline ?? resyncDue, resyncDue) }
+        guard let deadline else { return -1 }
+        // Rounded up: a deadline less than a millisecond away must not turn into a busy loop.
+        let milliseconds = (clock.now.duration(to: deadline) / .milliseconds(1)).rounded(.up)
+        return Int32(min(max(1, milliseconds), 60_000))
     }
 
     private func publishIfDue(force: Bool = false) {
@@ -409,6 +440,7 @@ final class NetlinkEventLoop {
     /// all first also means no notification older than the dump is applied after it.
     private func resyncRoutes() {
         routeResync = .none
+        resyncDue = nil
         if receiveRoutes(limit: nil, discard: true) {
             resyncAll()
             return
@@ -423,6 +455,7 @@ final class NetlinkEventLoop {
         resync(linkCache, "links", callback: NetlinkEventLoop.linkChanged)
         resync(addressCache, "addresses", callback: NetlinkEventLoop.addressChanged)
         routeResync = .none
+        resyncDue = nil
         // A loss found here is covered by this very re-read, so it is not counted again.
         _ = receiveRoutes(limit: nil, discard: true, countOverflow: false)
         reportRefillFailure { () throws(NetlinkError) in try refillRoutes() }
@@ -492,12 +525,5 @@ final class NetlinkEventLoop {
         } else if lost {
             routeResync = max(routeResync, .afterPublish)
         }
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }
