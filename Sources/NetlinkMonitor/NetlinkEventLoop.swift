@@ -32,6 +32,8 @@ final class NetlinkEventLoop {
     /// A wake-up that finds this many route datagrams means a storm: see ``run(wakeFD:)``.
     private static let stormDatagrams = 8
     private static let stormNapMilliseconds: Int32 = 1
+    /// How long the loop leaves the core to consumers after publishing a loss ahead of libnl.
+    private static let lossNapMilliseconds: Int32 = 1
     /// Receive buffer for one route datagram; notifications are single messages far below this.
     private static let routeBufferSize = 64 << 10
 
@@ -209,6 +211,12 @@ final class NetlinkEventLoop {
             if fds[2].revents != 0, !handleWake(wakeFD) { return }
             var routeDatagrams = 0
             if (fds[0].revents | fds[1].revents) & Int16(POLLIN) != 0 {
+                if fds[0].revents & Int16(POLLIN) != 0, publishLossAhead() {
+                    // The offline snapshot is out: leave the core to its consumers for a moment
+                    // before libnl's parse, the route reads and the next snapshot take it.
+                    var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&wake, 1, Self.lossNapMilliseconds)
+                }
                 monitor.updateStatistics { $0.batches += 1 }
                 routeDatagrams = receive()
             }
@@ -427,11 +435,35 @@ final class NetlinkEventLoop {
     private func buildSnapshot() -> NetworkSnapshot {
         sortedRoutes = routes.takeSortedRoutes(previous: sortedRoutes)
         var snapshot = KernelObjects.snapshot(links: linkCache, addresses: addressCache, canonicalRoutes: sortedRoutes)
-        if let lookup, !trackedAddresses.isEmpty {
-            snapshot.kernelRoutes = lookup.lookup(trackedAddresses)
-            monitor.updateStatistics { $0.routeLookups += trackedAddresses.count }
-        }
+        lookUpTrackedAddresses(into: &snapshot)
         return snapshot
+    }
+
+    private func lookUpTrackedAddresses(into snapshot: inout NetworkSnapshot) {
+        guard let lookup, !trackedAddresses.isEmpty else { return }
+        snapshot.kernelRoutes = lookup.lookup(trackedAddresses)
+        monitor.updateStatistics { $0.routeLookups += trackedAddresses.count }
+    }
+
+    /// Publishes the snapshot of a carrier loss found at the head of the link socket, before
+    /// libnl reads it (``LinkChange``): the last snapshot with the link's new state and fresh
+    /// kernel lookups. Its routes may still hold ones the kernel has just flushed, as the first
+    /// snapshot after a loss always could; the re-dump that follows drops them. Returns whether
+    /// it published.
+    private func publishLossAhead() -> Bool {
+        // MSG_PEEK leaves the datagram for libnl, which reads and applies it right after.
+        let count = recv(nl_cache_mngr_get_fd(manager), routeBuffer, Self.routeBufferSize, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+        guard count > 0 else { return false }
+        let changes = LinkChange.parse(UnsafeRawBufferPointer(start: routeBuffer, count: count))
+        guard !changes.isEmpty else { return false }
+        let (links, lost) = LinkChange.apply(changes, to: published.links)
+        guard lost else { return false }
+        var snapshot = NetworkSnapshot(links: links, addresses: published.addresses, canonicalRoutes: published.routes)
+        lookUpTrackedAddresses(into: &snapshot)
+        published = snapshot
+        monitor.updateStatistics { $0.lossesPublishedAhead += 1 }
+        monitor.publish(snapshot)
+        return true
     }
 
     /// Empties the route socket, then re-reads the route table.

@@ -74,6 +74,8 @@ public final class NetlinkMonitor: Sendable, Service {
         public var routeLookups: Int = 0
         /// Rule, nexthop and netconf notifications: changes that only the kernel's lookups see.
         public var policyChanges: Int = 0
+        /// Carrier losses published from the raw notification, before libnl had parsed it.
+        public var lossesPublishedAhead: Int = 0
         /// The receive buffer the kernel granted, in bytes.
         public var receiveBufferBytes: Int = 0
     }

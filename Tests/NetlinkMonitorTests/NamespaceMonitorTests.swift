@@ -45,6 +45,34 @@ struct NamespaceMonitorTests {
         try await h.expectSettled("default route re-added") { $0.isOnline(via: link) }
     }
 
+    @Test func carrierLossIsPublishedAheadOfLibnlThenInFull() async throws {
+        try Privileges.requireRoot()
+        let h = try await MonitorHarness(destination: .addresses([IPAddress("198.51.100.7")!]))
+        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let snapshots = Mutex<[NetworkSnapshot]>([])
+        let token = h.monitor.addObserver { snapshot in snapshots.withLock { $0.append(snapshot) } }
+        defer { h.monitor.removeObserver(token) }
+        let before = h.monitor.statistics.lossesPublishedAhead
+
+        try await h.server("link", "set", VethTopology.serverLink, "down")
+        try await h.expectSettled("peer down") { $0.isOffline(.noCarrier) }
+        let ahead = h.monitor.statistics.lossesPublishedAhead
+        #expect(ahead > before)
+        // The first snapshot without carrier (route notifications may have come before it) is
+        // already offline, with the kernel's answer for the tracked host.
+        let first = try #require(snapshots.withLock { $0.first { $0.links.first { $0.name == link }?.hasCarrier == false } })
+        #expect(first.kernelRoutes[IPAddress("198.51.100.7")!] != nil)
+        #expect(ConnectivityPolicy.evaluate(first, for: h.destination) == .offline(.noCarrier))
+
+        try await h.server("link", "set", VethTopology.serverLink, "up")
+        try await h.expectSettled("peer up") { $0.isOnline(via: link) }
+        // A gain is never published ahead: it waits for the re-dump.
+        #expect(h.monitor.statistics.lossesPublishedAhead == ahead)
+        try await h.client("link", "set", link, "down")
+        try await h.expectSettled("admin down") { $0.isOffline(.noCarrier) }
+        #expect(h.monitor.statistics.lossesPublishedAhead > ahead)
+    }
+
     @Test func addressRemovalIsNoAddress() async throws {
         try Privileges.requireRoot()
         let h = try await MonitorHarness()

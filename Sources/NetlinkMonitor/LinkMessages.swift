@@ -1,0 +1,94 @@
+import CNetlink
+import ConnectivityPolicy
+
+/// What one link notification says about carrier, read from the message itself.
+///
+/// ``NetlinkEventLoop`` peeks at the head of its link socket before libnl reads it: when a link
+/// that had carrier has lost it, the offline snapshot goes out without waiting for libnl to parse
+/// the message, update its cache and free the old object (about a third of the time from the
+/// kernel's notification to a published verdict, BENCHMARKS.md). libnl then reads the same
+/// message as always and the full snapshot follows.
+struct LinkChange: Equatable {
+    enum Kind: Equatable {
+        /// `RTM_NEWLINK`: the link's flags (`ifi_flags`) and its operstate, when the message
+        /// carries `IFLA_OPERSTATE`.
+        case updated(flags: LinkFlags, operState: OperState?)
+        /// `RTM_DELLINK`: the link is gone.
+        case removed
+    }
+
+    var index: Int32
+    var kind: Kind
+
+    /// The link notifications of one datagram, in order.
+    ///
+    /// Only whole-interface messages (`AF_UNSPEC`) count: the per-family ones (IPv6 protinfo,
+    /// bridge ports) say nothing about carrier. Parsing stops at the first message that does not
+    /// fit, so a datagram cut short by a small receive buffer yields its whole messages only.
+    static func parse(_ datagram: UnsafeRawBufferPointer) -> [LinkChange] {
+        let headerSize = MemoryLayout<nlmsghdr>.size
+        let infoSize = MemoryLayout<ifinfomsg>.size
+        var changes: [LinkChange] = []
+        var offset = 0
+        while offset + headerSize <= datagram.count {
+            let header = datagram.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
+            let length = Int(header.nlmsg_len)
+            guard length >= headerSize, offset + length <= datagram.count else { break }
+            defer { offset += (length + 3) & ~3 }
+            let type = Int32(header.nlmsg_type)
+            guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK),
+                  length >= headerSize + infoSize
+            else { continue }
+            let body = offset + headerSize
+            let info = datagram.loadUnaligned(fromByteOffset: body, as: ifinfomsg.self)
+            guard info.ifi_family == UInt8(AF_UNSPEC) else { continue }
+            if type == Int32(RTM_DELLINK) {
+                changes.append(LinkChange(index: info.ifi_index, kind: .removed))
+                continue
+            }
+            let attributes = UnsafeRawBufferPointer(rebasing: datagram[(body + ((infoSize + 3) & ~3))..<(offset + length)])
+            changes.append(LinkChange(
+                index: info.ifi_index,
+                kind: .updated(flags: LinkFlags(rawValue: info.ifi_flags), operState: operState(in: attributes))
+            ))
+        }
+        return changes
+    }
+
+    private static func operState(in attributes: UnsafeRawBufferPointer) -> OperState? {
+        var offset = 0
+        while offset + 4 <= attributes.count {
+            let length = Int(attributes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+            let type = attributes.loadUnaligned(fromByteOffset: offset + 2, as: UInt16.self) & 0x3FFF
+            guard length >= 4, offset + length <= attributes.count else { return nil }
+            if type == UInt16(IFLA_OPERSTATE), length >= 5 {
+                return OperState(rawValue: attributes[offset + 4]) ?? .unknown
+            }
+            offset += (length + 3) & ~3
+        }
+        return nil
+    }
+
+    /// `links` after `changes`, and whether a link that had carrier has lost it (or is gone).
+    ///
+    /// Links the list does not know are left out: a new link has no carrier to lose, and it
+    /// reaches the snapshot through libnl's cache as before.
+    static func apply(_ changes: [LinkChange], to links: [LinkInfo]) -> (links: [LinkInfo], lostCarrier: Bool) {
+        var links = links
+        var lost = false
+        for change in changes {
+            guard let position = links.firstIndex(where: { $0.index == change.index }) else { continue }
+            let had = links[position].hasCarrier
+            switch change.kind {
+            case .removed:
+                links.remove(at: position)
+                lost = lost || had
+            case .updated(let flags, let operState):
+                links[position].flags = flags
+                if let operState { links[position].operState = operState }
+                lost = lost || (had && !links[position].hasCarrier)
+            }
+        }
+        return (links, lost)
+    }
+}
