@@ -470,6 +470,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         guard let wait = (error as? FeedError)?.retryAfter else { return }
         let until = time.clock.now.advanced(by: wait)
         if olderNotBefore.map({ $0 < until }) ?? true { olderNotBefore = until }
+        // The machine learns it too, so the retry it shows is the one that will happen.
+        apply(.serverAskedToWait(.older, wait))
     }
 
     /// The older cursor of the page fetched ahead at `cursor` is known: go on from it if there is room.

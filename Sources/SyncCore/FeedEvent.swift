@@ -50,6 +50,10 @@
     case failed(Direction, FetchToken, FeedError)
     /// A scheduled retry or reconnect delay is due.
     case timerFired(Direction, FetchToken)
+    /// A request the machine did not send (one its driver fetched ahead) was answered with a
+    /// `Retry-After`: nothing more in `direction` until `wait` has passed, and a retry already
+    /// scheduled sooner moves to then.
+    case serverAskedToWait(Direction, Duration)
     /// The feed's host is reachable, through `link` over `family` when the verdict names them.
     /// Sent again when only the path changes.
     case online(link: String? = nil, family: String? = nil)

@@ -201,6 +201,8 @@ import Foundation
             committed(direction, token, outcome)
         case .failed(let direction, let token, let error):
             failed(direction, token, error, random: &random)
+        case .serverAskedToWait(let direction, let wait):
+            holdBack(direction, until: now.adding(wait))
         case .timerFired(let direction, let token):
             guard lane(direction).timer == token else { break }
             lanes[direction]?.timer = nil
@@ -384,10 +386,13 @@ import Foundation
         guard var lane = lanes[direction], lane.running == token else { return }
         lane.running = nil
         lane.attempt += 1
-        lane.notBefore = error.retryAfter.map { now.adding($0) }
+        // A wait the server asked for earlier (on a page fetched ahead) still holds.
+        let held = lane.notBefore.flatMap { $0 > now ? $0 : nil }
+        lane.notBefore = [held, error.retryAfter.map { now.adding($0) }].compactMap { $0 }.max()
         let policy = configuration.retry
         if policy.retriesAutomatically(error, attempt: lane.attempt) {
-            let delay = policy.delay(afterAttempt: lane.attempt, retryAfter: error.retryAfter, fraction: random.nextFraction())
+            var delay = policy.delay(afterAttempt: lane.attempt, retryAfter: error.retryAfter, fraction: random.nextFraction())
+            if let held { delay = max(delay, .seconds(held.timeIntervalSince(now))) }
             let timer = nextToken()
             lane.timer = timer
             lane.load = .failed(LoadFailure(error: error, attempt: lane.attempt, nextRetryAt: now.adding(delay)))
@@ -399,6 +404,22 @@ import Foundation
     }
 
     // MARK: Connectivity
+
+    /// Nothing in `direction` before `date`; a retry scheduled sooner moves to it, so the state
+    /// shows when the request will really go out.
+    private mutating func holdBack(_ direction: Direction, until date: Date) {
+        guard var lane = lanes[direction], lane.notBefore.map({ $0 < date }) ?? true else { return }
+        lane.notBefore = date
+        if let timer = lane.timer, var failure = lane.load.failure, let at = failure.nextRetryAt, at < date {
+            effects.append(.cancelTimer(direction, timer))
+            let rescheduled = nextToken()
+            lane.timer = rescheduled
+            failure.nextRetryAt = date
+            lane.load = .failed(failure)
+            effects.append(.schedule(direction, after: .seconds(date.timeIntervalSince(now)), rescheduled))
+        }
+        lanes[direction] = lane
+    }
 
     private mutating func goOffline(_ banner: OfflineBanner) {
         if let current = offline {

@@ -352,6 +352,9 @@ struct FeedCoordinatorTests {
         // Then page 17's body turns out malformed: the backfill retries 17 after its backoff,
         // but not before the server's 10 s are up.
         await source.fail(2, FeedError(.malformed, "truncated body"))
+        // The clock moves only once the failure is taken, so the retry's timer is armed before it.
+        let failed = await feed.waitFor { $0.older.load.failure != nil }
+        #expect(failed.older.load.failure?.nextRetryAt == origin.addingTimeInterval(10))
         for _ in 0..<9 {
             await clock.advance(by: .seconds(1))
             await Task.megaYield()

@@ -62,12 +62,15 @@ private struct SimServer {
         // Directions a manual trigger asked for since their last answer: only those may run again
         // after a permanent error.
         var manual: Set<Direction> = []
+        // When each direction may run again by the server's word (Retry-After), kept from the
+        // events sent: a failure's wait or one asked for on a page fetched ahead, until a success.
+        var serverWait: [Direction: Date] = [:]
 
         for step in 0..<150 {
             let before = h.state
             let attemptsBefore = Direction.allCases.map { h.machine.attempts($0) }
             let event: FeedEvent
-            switch rng.next() % 13 {
+            switch rng.next() % 14 {
             case 0: event = .start
             case 1: event = .refresh
             case 2: event = .periodicRefresh
@@ -95,6 +98,8 @@ private struct SimServer {
             case 10:
                 offline = false
                 event = .online()
+            case 12:
+                event = .serverAskedToWait([Direction.older, .newer].randomElement(using: &rng)!, .seconds(Double(rng.next() % 600)))
             case 11:
                 h.advance(Double(rng.next() % 200) / 4)
                 try check(h, offline: offline, manual: manual, seed: seed, step: step)
@@ -112,6 +117,17 @@ private struct SimServer {
             default: break
             }
             let inFlightBefore = h.inFlight
+            let waitBefore = serverWait
+            switch event {
+            case .failed(let direction, _, let error):
+                if let wait = error.retryAfter { serverWait[direction] = max(serverWait[direction] ?? h.now, h.now.addingTimeInterval(wait / .seconds(1))) }
+            case .serverAskedToWait(let direction, let wait):
+                serverWait[direction] = max(serverWait[direction] ?? h.now, h.now.addingTimeInterval(wait / .seconds(1)))
+            case .committed(let direction, _, _):
+                serverWait[direction] = nil
+            default:
+                break
+            }
             let produced = h.send(event)
             let context = "seed \(seed) step \(step) \(event)"
 
@@ -129,8 +145,21 @@ private struct SimServer {
                     }
                 case .cancelFetch(let direction, let token):
                     cancelled.append((direction, token))
-                case .schedule(_, let delay, _):
+                case .schedule(let direction, let delay, _):
                     var ceiling = policy.cap
+                    // A wait the server asked for and that has not run out is a floor for a
+                    // retry scheduled by a failure or by the ask itself, and may exceed the cap.
+                    if let until = serverWait[direction], until > h.now {
+                        let remaining = Duration.seconds(until.timeIntervalSince(h.now))
+                        switch event {
+                        case .failed(direction, _, _), .serverAskedToWait(direction, _):
+                            #expect(delay >= remaining - .milliseconds(1), "\(context): \(direction) retried before the server's wait ran out")
+                        default:
+                            break
+                        }
+                        ceiling = max(ceiling, remaining)
+                    }
+                    if let until = waitBefore[direction], until > h.now { ceiling = max(ceiling, .seconds(until.timeIntervalSince(h.now))) }
                     if case .failed(_, _, let error) = event, let floor = error.retryAfter {
                         #expect(delay >= floor, "\(context): below Retry-After")
                         ceiling = max(ceiling, floor)
