@@ -100,59 +100,55 @@ final class KernelRouteLookup {
     /// (a late one to an earlier request that timed out).
     private func parse(count: Int, sequence: UInt32) -> KernelRoute? {
         let headerSize = MemoryLayout<nlmsghdr>.size
-        var offset = 0
-        while offset + headerSize <= count {
-            let header = buffer.load(fromByteOffset: offset, as: nlmsghdr.self)
-            let length = Int(header.nlmsg_len)
-            guard length >= headerSize, offset + length <= count else { return nil }
-            defer { offset += (length + 3) & ~3 }
-            guard header.nlmsg_seq == sequence else { continue }
+        let datagram = UnsafeRawBufferPointer(start: buffer, count: count)
+        var answer: KernelRoute?
+        NetlinkWire.forEachMessage(in: datagram) { header, offset, length in
+            guard header.nlmsg_seq == sequence else { return true }
             let body = offset + headerSize
             switch Int32(header.nlmsg_type) {
             case Int32(NLMSG_ERROR):
-                guard length >= headerSize + 4 else { return .refused(.other) }
-                let error = -buffer.load(fromByteOffset: body, as: Int32.self)
-                switch error {
-                case 0: continue
-                case ENETUNREACH: return .refused(.noRoute)
-                case EHOSTUNREACH: return .refused(.unreachable)
-                case EACCES: return .refused(.prohibited)
-                case EINVAL: return .refused(.blackhole)
-                default: return .refused(.other)
+                guard length >= headerSize + 4 else {
+                    answer = .refused(.other)
+                    return false
                 }
+                switch -datagram.loadUnaligned(fromByteOffset: body, as: Int32.self) {
+                case 0: return true
+                case ENETUNREACH: answer = .refused(.noRoute)
+                case EHOSTUNREACH: answer = .refused(.unreachable)
+                case EACCES: answer = .refused(.prohibited)
+                case EINVAL: answer = .refused(.blackhole)
+                default: answer = .refused(.other)
+                }
+                return false
             case Int32(RTM_NEWROUTE):
-                return route(at: body, end: offset + length)
+                answer = route(in: datagram, at: body, end: offset + length)
+                return false
             default:
-                continue
+                return true
             }
         }
-        return nil
+        return answer
     }
 
-    private func route(at body: Int, end: Int) -> KernelRoute {
+    private func route(in datagram: UnsafeRawBufferPointer, at body: Int, end: Int) -> KernelRoute {
         let rtmsgSize = MemoryLayout<rtmsg>.size
         guard body + rtmsgSize <= end else { return .refused(.other) }
-        let message = buffer.load(fromByteOffset: body, as: rtmsg.self)
+        let message = datagram.loadUnaligned(fromByteOffset: body, as: rtmsg.self)
         var table = UInt32(message.rtm_table)
         var linkIndex: Int32 = 0
         var gateway: IPAddress?
-        var offset = body + ((rtmsgSize + 3) & ~3)
-        while offset + 4 <= end {
-            let length = Int(buffer.load(fromByteOffset: offset, as: UInt16.self))
-            let type = buffer.load(fromByteOffset: offset + 2, as: UInt16.self) & 0x3FFF
-            guard length >= 4, offset + length <= end else { break }
-            let payload = offset + 4, size = length - 4
+        NetlinkWire.forEachAttribute(in: datagram, from: body + NetlinkWire.aligned(rtmsgSize), to: end) { type, payload, size in
             switch type {
             case UInt16(RTA_TABLE.rawValue) where size >= 4:
-                table = buffer.load(fromByteOffset: payload, as: UInt32.self)
+                table = datagram.loadUnaligned(fromByteOffset: payload, as: UInt32.self)
             case UInt16(RTA_OIF.rawValue) where size >= 4:
-                linkIndex = buffer.load(fromByteOffset: payload, as: Int32.self)
+                linkIndex = datagram.loadUnaligned(fromByteOffset: payload, as: Int32.self)
             case UInt16(RTA_GATEWAY.rawValue) where size == 4 || size == 16:
-                gateway = IPAddress(bytes: UnsafeRawBufferPointer(start: buffer + payload, count: size))
+                gateway = IPAddress(bytes: UnsafeRawBufferPointer(rebasing: datagram[payload..<(payload + size)]))
             default:
                 break
             }
-            offset += (length + 3) & ~3
+            return true
         }
         return .route(linkIndex: linkIndex, type: RouteType(raw: message.rtm_type), table: table, gateway: gateway)
     }

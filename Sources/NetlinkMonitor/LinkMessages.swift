@@ -29,44 +29,36 @@ struct LinkChange: Equatable {
         let headerSize = MemoryLayout<nlmsghdr>.size
         let infoSize = MemoryLayout<ifinfomsg>.size
         var changes: [LinkChange] = []
-        var offset = 0
-        while offset + headerSize <= datagram.count {
-            let header = datagram.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
-            let length = Int(header.nlmsg_len)
-            guard length >= headerSize, offset + length <= datagram.count else { break }
-            defer { offset += (length + 3) & ~3 }
+        NetlinkWire.forEachMessage(in: datagram) { header, offset, length in
             let type = Int32(header.nlmsg_type)
-            guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK),
-                  length >= headerSize + infoSize
-            else { continue }
+            guard type == Int32(RTM_NEWLINK) || type == Int32(RTM_DELLINK), length >= headerSize + infoSize else { return true }
             let body = offset + headerSize
             let info = datagram.loadUnaligned(fromByteOffset: body, as: ifinfomsg.self)
-            guard info.ifi_family == UInt8(AF_UNSPEC) else { continue }
+            guard info.ifi_family == UInt8(AF_UNSPEC) else { return true }
             if type == Int32(RTM_DELLINK) {
                 changes.append(LinkChange(index: info.ifi_index, kind: .removed))
-                continue
+                return true
             }
-            let attributes = UnsafeRawBufferPointer(rebasing: datagram[(body + ((infoSize + 3) & ~3))..<(offset + length)])
             changes.append(LinkChange(
                 index: info.ifi_index,
-                kind: .updated(flags: LinkFlags(rawValue: info.ifi_flags), operState: operState(in: attributes))
+                kind: .updated(
+                    flags: LinkFlags(rawValue: info.ifi_flags),
+                    operState: operState(in: datagram, from: body + NetlinkWire.aligned(infoSize), to: offset + length)
+                )
             ))
+            return true
         }
         return changes
     }
 
-    private static func operState(in attributes: UnsafeRawBufferPointer) -> OperState? {
-        var offset = 0
-        while offset + 4 <= attributes.count {
-            let length = Int(attributes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
-            let type = attributes.loadUnaligned(fromByteOffset: offset + 2, as: UInt16.self) & 0x3FFF
-            guard length >= 4, offset + length <= attributes.count else { return nil }
-            if type == UInt16(IFLA_OPERSTATE), length >= 5 {
-                return OperState(rawValue: attributes[offset + 4]) ?? .unknown
-            }
-            offset += (length + 3) & ~3
+    private static func operState(in datagram: UnsafeRawBufferPointer, from start: Int, to end: Int) -> OperState? {
+        var state: OperState?
+        NetlinkWire.forEachAttribute(in: datagram, from: start, to: end) { type, payload, size in
+            guard type == UInt16(IFLA_OPERSTATE), size >= 1 else { return true }
+            state = OperState(rawValue: datagram[payload]) ?? .unknown
+            return false
         }
-        return nil
+        return state
     }
 
     /// `links` after `changes`, and whether a link that had carrier has lost it (or is gone).

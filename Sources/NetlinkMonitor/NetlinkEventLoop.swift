@@ -34,7 +34,8 @@ final class NetlinkEventLoop {
     private static let stormNapMilliseconds: Int32 = 1
     /// How long the loop leaves the core to consumers after publishing a loss ahead of libnl.
     private static let lossNapMilliseconds: Int32 = 1
-    /// Receive buffer for one route datagram; notifications are single messages far below this.
+    /// Receive buffer for one route datagram (and for the peek at a link datagram in
+    /// ``publishLossAhead()``); notifications are single messages far below this.
     private static let routeBufferSize = 64 << 10
 
     private let monitor: MonitorCore
@@ -352,26 +353,21 @@ final class NetlinkEventLoop {
 
     /// Applies every route message of one datagram.
     private func apply(_ buffer: UnsafeMutableRawPointer, count: Int) {
-        let headerSize = MemoryLayout<nlmsghdr>.size
-        var offset = 0
-        while offset + headerSize <= count {
-            let header = (buffer + offset).assumingMemoryBound(to: nlmsghdr.self)
-            let length = Int(header.pointee.nlmsg_len)
-            guard length >= headerSize, offset + length <= count else { break }
-            if let message = RouteMessage(header) {
+        NetlinkWire.forEachMessage(in: UnsafeRawBufferPointer(start: buffer, count: count)) { header, offset, _ in
+            if let message = RouteMessage((buffer + offset).assumingMemoryBound(to: nlmsghdr.self)) {
                 if routes.apply(message) { dirty = true }
-            } else if Self.policyMessages.contains(Int32(header.pointee.nlmsg_type)) {
+            } else if Self.policyMessages.contains(Int32(header.nlmsg_type)) {
                 // Nothing in the snapshot's tables changed, but the kernel's answer may have.
                 monitor.updateStatistics { $0.policyChanges += 1 }
                 dirty = true
-                let type = Int32(header.pointee.nlmsg_type)
+                let type = Int32(header.nlmsg_type)
                 if type == Int32(RTM_NEWNEXTHOP) || type == Int32(RTM_DELNEXTHOP) {
                     // Deleting a nexthop object removes the routes that use it, and replacing it
                     // moves them, without a route notification: re-read the table first.
                     routeResync = .beforePublish
                 }
             }
-            offset += (length + 3) & ~3
+            return true
         }
     }
 

@@ -391,8 +391,7 @@ import Foundation
         lane.notBefore = [held, error.retryAfter.map { now.adding($0) }].compactMap { $0 }.max()
         let policy = configuration.retry
         if policy.retriesAutomatically(error, attempt: lane.attempt) {
-            var delay = policy.delay(afterAttempt: lane.attempt, retryAfter: error.retryAfter, fraction: random.nextFraction())
-            if let held { delay = max(delay, .seconds(held.timeIntervalSince(now))) }
+            let delay = atLeast(policy.delay(afterAttempt: lane.attempt, retryAfter: error.retryAfter, fraction: random.nextFraction()), until: held)
             let timer = nextToken()
             lane.timer = timer
             lane.load = .failed(LoadFailure(error: error, attempt: lane.attempt, nextRetryAt: now.adding(delay)))
@@ -402,8 +401,6 @@ import Foundation
         }
         lanes[direction] = lane
     }
-
-    // MARK: Connectivity
 
     /// Nothing in `direction` before `date`; a retry scheduled sooner moves to it, so the state
     /// shows when the request will really go out.
@@ -416,10 +413,12 @@ import Foundation
             lane.timer = rescheduled
             failure.nextRetryAt = date
             lane.load = .failed(failure)
-            effects.append(.schedule(direction, after: .seconds(date.timeIntervalSince(now)), rescheduled))
+            effects.append(.schedule(direction, after: atLeast(.zero, until: date), rescheduled))
         }
         lanes[direction] = lane
     }
+
+    // MARK: Connectivity
 
     private mutating func goOffline(_ banner: OfflineBanner) {
         if let current = offline {
@@ -461,10 +460,7 @@ import Foundation
         for direction in [Direction.initial, .older, .newer] where wanted.contains(direction) {
             guard canRun(direction), lane(direction).running == nil, lane(direction).timer == nil else { continue }
             if lane(direction).isPermanentlyFailed && !paused.contains(direction) { continue }
-            var delay = random.nextDuration(upTo: configuration.reconnectSpread)
-            if let notBefore = lane(direction).notBefore, notBefore > now {
-                delay = max(delay, .seconds(notBefore.timeIntervalSince(now)))
-            }
+            let delay = atLeast(random.nextDuration(upTo: configuration.reconnectSpread), until: lane(direction).notBefore)
             if delay <= .zero {
                 begin(direction)
             } else {
@@ -477,6 +473,12 @@ import Foundation
                 effects.append(.schedule(direction, after: delay, timer))
             }
         }
+    }
+
+    /// `delay`, or longer if `notBefore` (a wait the server asked for) is further away.
+    private func atLeast(_ delay: Duration, until notBefore: Date?) -> Duration {
+        guard let notBefore, notBefore > now else { return delay }
+        return max(delay, .seconds(notBefore.timeIntervalSince(now)))
     }
 
     private mutating func nextToken() -> FetchToken {
