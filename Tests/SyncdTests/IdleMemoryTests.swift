@@ -51,11 +51,8 @@ import TestSupport
             refresh_interval = "1h"
             """.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
         // A copy of its own: the kernel leaves pages that another process maps too, and other
-        // tests run the built binary at the same time. cp writes it, so no descriptor open for
-        // writing can leak from this process into a child another test forks meanwhile (exec
-        // would then fail with "Text file busy").
-        let binary = directory.file("syncd")
-        _ = try await runCommand(["cp", try BuildProducts.path("syncd"), binary])
+        // tests run the built binary at the same time.
+        let binary = try await BuildProducts.copy("syncd", to: directory.file("syncd"))
         let daemon = try ChildProcess([binary, "--config", directory.file("syncd.toml")], logPath: directory.file("syncd.log"))
         defer { Task { [daemon] in await daemon.stop() } }
         let client = SyncControlClient(socketPath: directory.file("io.syncd"))

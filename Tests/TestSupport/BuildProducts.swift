@@ -1,4 +1,5 @@
 import Foundation
+import NetlinkProbe
 
 /// Locates executables built by this package (`syncd`, `demo-feed`, …) next to the test binary.
 public enum BuildProducts {
@@ -20,6 +21,16 @@ public enum BuildProducts {
             throw MissingProduct(name: name, directory: directory.path)
         }
         return url.path
+    }
+
+    /// Copies the executable `name` to `destination` and returns `destination`.
+    ///
+    /// `cp` writes the copy, not this process: tests fork children concurrently, and a child
+    /// forked while this process held the copy open for writing would keep that descriptor
+    /// until its own exec, so executing the copy meanwhile fails with "Text file busy".
+    public static func copy(_ name: String, to destination: String) async throws -> String {
+        _ = try await runCommand(["cp", try path(name), destination])
+        return destination
     }
 
     public struct MissingProduct: Error, CustomStringConvertible {

@@ -15,10 +15,8 @@ struct SyncctlCommandTests {
     /// Runs syncctl on its own thread (see ``runCommand(_:)``) and captures everything.
     /// A copy of syncctl that `nobody` can run: the build tree under /root usually is out of its
     /// reach. The caller removes the copy's directory.
-    static func syncctlForNobody() throws -> String {
-        let copy = try makeSocketDirectory() + "/syncctl"
-        try FileManager.default.copyItem(atPath: try BuildProducts.path("syncctl"), toPath: copy)
-        return copy
+    static func syncctlForNobody() async throws -> String {
+        try await BuildProducts.copy("syncctl", to: try makeSocketDirectory() + "/syncctl")
     }
 
     static func syncctl(_ arguments: [String], environment: [String: String] = [:], asUser uid: Int? = nil, binary: String? = nil) async throws -> Result {
@@ -91,7 +89,7 @@ struct SyncctlCommandTests {
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
     func unprivilegedUserIsToldWhy() async throws {
         try Privileges.requireRoot()
-        let copy = try Self.syncctlForNobody()
+        let copy = try await Self.syncctlForNobody()
         defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
         try await withControlServer { path in
             let denied = try await Self.syncctl(["refresh", "home", "--socket", path], asUser: 65534, binary: copy)
@@ -171,7 +169,7 @@ struct SyncctlCommandTests {
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
     func socketPermissionDeniedIsNotNotRunning() async throws {
         try Privileges.requireRoot()
-        let copy = try Self.syncctlForNobody()
+        let copy = try await Self.syncctlForNobody()
         defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
         try await withControlServer { path in
             chmod((path as NSString).deletingLastPathComponent, 0o700)
