@@ -54,6 +54,8 @@ let package = Package(
         ),
         /// glibc's allocator controls (`mallopt`, `malloc_trim`), which the Glibc module leaves out.
         .systemLibrary(name: "CMalloc"),
+        /// `accept4`, which the Glibc module hides (it needs `_GNU_SOURCE`).
+        .systemLibrary(name: "CSocket"),
 
         // MARK: Pure core (no I/O)
 
@@ -172,7 +174,7 @@ let package = Package(
         .target(
             name: "Varlink",
             dependencies: [
-                "EventLoopClock",
+                "CSocket", "EventLoopClock",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CSocket
 import Glibc
 #endif
 import Foundation
@@ -185,8 +186,9 @@ public final class VarlinkServer: Sendable {
     private func acceptLoop(listenFD: Int32, into continuation: AsyncStream<AcceptedSocket>.Continuation) {
         defer { continuation.finish() }
         while !state.withLock({ $0.stopping }) {
-            // Glibc's module map hides accept4 (_GNU_SOURCE): set the flags right after.
-            let fd = accept(listenFD, nil, nil)
+            // Close-on-exec from the start: a child spawned by another thread of the process
+            // before a later fcntl would keep the client's connection open for its whole life.
+            let fd = accept4(listenFD, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
             if fd < 0 {
                 switch errno {
                 case EINTR, ECONNABORTED, EAGAIN:
@@ -200,8 +202,6 @@ public final class VarlinkServer: Sendable {
                     return
                 }
             }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             let peer: VarlinkPeer
             do {
                 peer = try UnixSocket.peerCredentials(of: fd)
