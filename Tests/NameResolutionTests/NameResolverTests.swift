@@ -32,9 +32,9 @@ final class Collected: Sendable {
 
     deinit { task.cancel() }
 
-    /// Waits (at most 10 s) until `predicate` holds for the values.
+    /// Waits (at most ``hangGuard``) until `predicate` holds for the values.
     func wait(_ what: String, _ predicate: ([Resolution]) -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + hangGuard
         while !predicate(values.withLock { $0 }) {
             guard ContinuousClock.now < deadline else {
                 Issue.record("\(what): got \(values.withLock { $0 })", sourceLocation: sourceLocation)
@@ -79,7 +79,7 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
             try await seen.wait("first answer") { $0 == [.resolved([a])] }
             // The same answer again is no change.
             resolver.reresolve()
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + hangGuard
             while lookup.calls.withLock({ $0 }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
             #expect(seen.values.withLock { $0 }.count == 1)
             lookup.answer.withLock { $0 = .resolved([b, a]) }

@@ -47,7 +47,7 @@ final class MonitorHarness: Sendable {
     /// monitor's snapshot equals a fresh kernel dump; records a test issue otherwise.
     func expectSettled(
         _ description: String,
-        timeout: Duration = .seconds(10),
+        timeout: Duration = hangGuard,
         sourceLocation: SourceLocation = #_sourceLocation,
         _ predicate: (Verdict) -> Bool
     ) async throws {

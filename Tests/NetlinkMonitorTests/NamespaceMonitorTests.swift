@@ -183,7 +183,7 @@ final class ObserverHold: Sendable {
     }
 
     /// Waits (bounded) until the monitor's thread is parked in ``passWhenReleased()``.
-    func waitUntilHolding(timeout: Duration = .seconds(10)) async throws {
+    func waitUntilHolding(timeout: Duration = hangGuard) async throws {
         let deadline = ContinuousClock.now + timeout
         while !holding.load(ordering: .sequentiallyConsistent) {
             guard ContinuousClock.now < deadline else {

@@ -93,7 +93,7 @@ struct FlappingTests {
     }
 
     /// Waits (bounded, real time) until the recorded verdicts satisfy `condition`.
-    private func waitForVerdicts(_ log: VerdictLog, timeout: Duration = .seconds(10), _ condition: ([Verdict]) -> Bool) async throws {
+    private func waitForVerdicts(_ log: VerdictLog, timeout: Duration = hangGuard, _ condition: ([Verdict]) -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         while !condition(log.all) {
             guard ContinuousClock.now < deadline else { throw TimedOut() }

@@ -101,7 +101,7 @@ extension SyncdResilienceTests {
 
             // After: slots come back and the well-behaved client is served again.
             bystander.enter("recovering")
-            let recovered = await eventually(timeout: .seconds(10), every: .milliseconds(50)) {
+            let recovered = await eventually(timeout: hangGuard, every: .milliseconds(50)) {
                 (try? await harness.client.status()) != nil
             }
             #expect(recovered, "the control socket did not recover after the flood\n\(harness.diagnostics())")
