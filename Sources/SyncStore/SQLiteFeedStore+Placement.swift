@@ -66,17 +66,29 @@ extension SQLiteFeedStore {
                     first = lower + count
                 }
             }
-            let insert = try RawStatement(db, sql: SQLiteFeedStore.insertSQL)
-            try insert.bind(1, feed)
-            try insert.bind(5, storedAt)
             var inserted = 0
-            for (index, item) in items.enumerated() {
-                defer { insert.reset() }
-                try insert.bind(2, item.id)
-                try insert.bind(3, first - index)
-                try insert.bind(4, item.payload)
-                _ = try insert.step()
-                inserted += db.changesCount
+            var index = 0
+            // Whole groups through the many-row statement, the rest one by one.
+            for (sql, rows) in [(SQLiteFeedStore.insertManySQL, SQLiteFeedStore.rowsPerInsert), (SQLiteFeedStore.insertOneSQL, 1)]
+            where count - index >= rows {
+                let insert = try RawStatement(db, sql: sql)
+                // A reset keeps the bindings: the feed and the time are bound once per run.
+                for row in 0..<Int32(rows) {
+                    try insert.bind(row * 5 + 1, feed)
+                    try insert.bind(row * 5 + 5, storedAt)
+                }
+                while count - index >= rows {
+                    defer { insert.reset() }
+                    for row in 0..<rows {
+                        let item = items[index + row], base = Int32(row) * 5
+                        try insert.bind(base + 2, item.id)
+                        try insert.bind(base + 3, first - index - row)
+                        try insert.bind(base + 4, item.payload)
+                    }
+                    _ = try insert.step()
+                    inserted += db.changesCount
+                    index += rows
+                }
             }
             return (inserted, shift)
         }

@@ -384,7 +384,22 @@ public struct SQLiteFeedStore: FeedStore {
         return result
     }
 
-    /// One item; a row already stored under its (feed, id) is left alone. Bound per item: a
-    /// reset keeps the bindings, so the feed and the time are bound once per run.
-    static let insertSQL = "INSERT INTO item (feed, id, position, payload, stored_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(feed, id) DO NOTHING"
+    /// Items written by one INSERT statement at most.
+    ///
+    /// One statement per item spent as much in starting and resetting the statement as in the
+    /// row: writing 100,000 rows in pages of 100 took 14–18% less CPU with several rows per
+    /// statement (8, 32 or 100 alike). 16 keeps the statement small and leaves at most 15 rows of
+    /// a run to the one-row statement.
+    static let rowsPerInsert = 16
+
+    /// `rows` items; a row already stored under its (feed, id) is left alone. Parameters go five
+    /// per row: feed, id, position, payload, stored_at.
+    static func insertSQL(rows: Int) -> String {
+        "INSERT INTO item (feed, id, position, payload, stored_at) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+            + " ON CONFLICT(feed, id) DO NOTHING"
+    }
+
+    static let insertOneSQL = insertSQL(rows: 1)
+    static let insertManySQL = insertSQL(rows: rowsPerInsert)
 }

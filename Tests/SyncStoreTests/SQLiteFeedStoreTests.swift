@@ -130,13 +130,26 @@ func page(_ ids: [String], older: String?, newer: String?) -> FeedPage {
     /// The SQLite store and the pure reference (FeedLog) agree on every random page sequence.
     @Test(arguments: 0..<20)
     func agreesWithTheReferenceModel(seed: Int) async throws {
+        try await agreeWithTheReferenceModel(seed: seed) { Int($0.next() % 5) }
+    }
+
+    /// The same with pages of 16–63 ids, which the store writes several rows per statement,
+    /// overlapping stored items inside one statement.
+    @Test(arguments: 0..<10)
+    func agreesWithTheReferenceModelOnLargePages(seed: Int) async throws {
+        try await agreeWithTheReferenceModel(seed: seed + 100) { rng in
+            rng.next() % 3 == 0 ? Int(rng.next() % 5) : 16 + Int(rng.next() % 48)
+        }
+    }
+
+    private func agreeWithTheReferenceModel(seed: Int, pageSize: (inout SeededRandomSource) -> Int) async throws {
         let dir = try TemporaryDirectory()
         let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
         var reference = FeedLog()
         var rng = SeededRandomSource(seed: UInt64(seed) + 1)
         for step in 0..<40 {
             let direction: Direction = step == 0 ? .initial : [.older, .newer][Int(rng.next() % 2)]
-            let count = Int(rng.next() % 5)
+            let count = pageSize(&rng)
             // Ids from a small space, so pages overlap stored items and each other.
             let ids = (0..<count).map { _ in "x\(rng.next() % 60)" }
             let unique = ids.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
