@@ -64,6 +64,10 @@ public struct SQLiteFeedStore: FeedStore {
             // In WAL mode NORMAL never corrupts and never splits a transaction; a power loss may
             // drop the last commits, which are then fetched again from the older stored cursors.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // Statement and savepoint journals in memory: they hold the original of each page a
+            // many-row insert or a page's savepoint changes, which otherwise spills to a temporary
+            // file past 64 KiB and goes through the kernel's write path for nothing.
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
         self.path = path
         self.pool = try DatabasePool(path: path, configuration: configuration)
