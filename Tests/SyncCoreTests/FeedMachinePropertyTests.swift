@@ -118,11 +118,14 @@ private struct SimServer {
             }
             let inFlightBefore = h.inFlight
             let waitBefore = serverWait
+            func serverAsks(_ direction: Direction, _ wait: Duration) {
+                serverWait[direction] = max(serverWait[direction] ?? h.now, h.now.addingTimeInterval(wait / .seconds(1)))
+            }
             switch event {
             case .failed(let direction, _, let error):
-                if let wait = error.retryAfter { serverWait[direction] = max(serverWait[direction] ?? h.now, h.now.addingTimeInterval(wait / .seconds(1))) }
+                if let wait = error.retryAfter { serverAsks(direction, wait) }
             case .serverAskedToWait(let direction, let wait):
-                serverWait[direction] = max(serverWait[direction] ?? h.now, h.now.addingTimeInterval(wait / .seconds(1)))
+                serverAsks(direction, wait)
             case .committed(let direction, _, _):
                 serverWait[direction] = nil
             default:
