@@ -143,7 +143,7 @@ public struct HTTPFeedSource: FeedSource {
     }
 
     private struct RawResponse: Sendable {
-        var body: [UInt8]
+        var body: Data
         /// The `Link` headers, resolved against the URL the answer came from (after redirects).
         var links: [WebLink]
         var url: URL
@@ -242,7 +242,7 @@ public struct HTTPFeedSource: FeedSource {
             let response = try await client.http.execute(request, deadline: deadline)
             let code = Int(response.status.code)
             if code == 304, validators != nil {
-                return RawResponse(body: [], links: [], url: url, validators: validators, notModified: true)
+                return RawResponse(body: Data(), links: [], url: url, validators: validators, notModified: true)
             }
             if [301, 302, 303, 307, 308].contains(code) {
                 let target = redirectTarget(response, from: url, label: label)
@@ -272,7 +272,7 @@ public struct HTTPFeedSource: FeedSource {
             let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(
-                body: Array(buffer.readableBytesView), links: links, url: url,
+                body: Data(buffer.readableBytesView), links: links, url: url,
                 validators: found.isEmpty ? nil : found)
         }
     }

@@ -21,10 +21,26 @@ public struct JSONPageParser: Sendable {
 
     /// The page's items in body order (servers send newest first).
     public func parse(_ body: [UInt8]) throws(FeedError) -> [FeedItem] {
-        guard String(validating: body, as: UTF8.self) != nil else {
+        let found = try body.withUnsafeBufferPointer { bytes throws(FeedError) in try scan(bytes) }
+        return found.map { FeedItem(id: $0.id, payload: Data(body[$0.bytes])) }
+    }
+
+    /// The page's items from a `Data` body; each item's payload is a slice of `body`,
+    /// sharing its storage instead of copying the item's bytes.
+    public func parse(_ body: Data) throws(FeedError) -> [FeedItem] {
+        let found = try body.withUnsafeBytes { raw in
+            Result { () throws(FeedError) in try scan(raw.assumingMemoryBound(to: UInt8.self)) }
+        }.get()
+        let base = body.startIndex
+        return found.map { FeedItem(id: $0.id, payload: body[(base + $0.bytes.lowerBound)..<(base + $0.bytes.upperBound)]) }
+    }
+
+    /// The items' ids and where their bytes lie in `bytes`, after the whole body is validated.
+    private func scan(_ bytes: UnsafeBufferPointer<UInt8>) throws(FeedError) -> [(id: String, bytes: Range<Int>)] {
+        guard String(validating: bytes, as: UTF8.self) != nil else {
             throw FeedError(.malformed, "page body is not valid UTF-8")
         }
-        var scanner = JSONScanner(bytes: body, idKey: Array(idField.utf8), maxDepth: maxDepth)
+        var scanner = JSONScanner(bytes: bytes, idKey: Array(idField.utf8), maxDepth: maxDepth)
         do {
             return try scanner.page()
         } catch {
@@ -37,29 +53,28 @@ struct JSONSyntaxError: Error {
     var message: String
 }
 
-/// The scanner behind ``JSONPageParser``.
+/// The scanner behind ``JSONPageParser``, over the body's bytes in place.
 struct JSONScanner {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     let idKey: [UInt8]
     let maxDepth: Int
     var index = 0
 
-    init(bytes: [UInt8], idKey: [UInt8], maxDepth: Int) {
+    init(bytes: UnsafeBufferPointer<UInt8>, idKey: [UInt8], maxDepth: Int) {
         self.bytes = bytes
         self.idKey = idKey
         self.maxDepth = maxDepth
     }
 
-    mutating func page() throws(JSONSyntaxError) -> [FeedItem] {
+    mutating func page() throws(JSONSyntaxError) -> [(id: String, bytes: Range<Int>)] {
         skipWhitespace()
         guard let first = peek() else { throw JSONSyntaxError(message: "empty body") }
         guard first == UInt8(ascii: "[") else {
             throw JSONSyntaxError(message: "expected a JSON array of items, body starts with \(describe(first))")
         }
         index += 1
-        var items: [FeedItem] = []
-        // Exact ids: NFC and NFD spellings of one name are two items, as on the server.
-        var seen = Set<ExactID>()
+        var items: [(id: String, bytes: Range<Int>)] = []
+        var ids = DistinctIDs()
         skipWhitespace()
         if peek() == UInt8(ascii: "]") {
             index += 1
@@ -74,10 +89,10 @@ struct JSONScanner {
                 guard let id else {
                     throw JSONSyntaxError(message: "item \(items.count) has no \"\(String(decoding: idKey, as: UTF8.self))\" string or integer")
                 }
-                guard seen.insert(ExactID(id)).inserted else {
+                guard ids.insert(id) else {
                     throw JSONSyntaxError(message: "id \"\(id)\" appears twice in one page")
                 }
-                items.append(FeedItem(id: id, payload: Data(bytes[start..<index])))
+                items.append((id, start..<index))
                 skipWhitespace()
                 guard let next = peek() else { throw truncated() }
                 index += 1
@@ -352,5 +367,58 @@ struct JSONScanner {
     private func error(_ item: Int, _ message: String, at offset: Int? = nil) -> JSONSyntaxError {
         guard peek() != nil else { return truncated() }
         return JSONSyntaxError(message: "item \(item): \(message) at byte \(offset ?? index)")
+    }
+}
+
+/// The ids of one page, checked for repeats without hashing while they keep one order.
+///
+/// Servers send a page's ids sorted (newest first), so while each id is strictly below (or each
+/// strictly above) the one before it, in bytes, no two can be equal; only a page that breaks the
+/// order pays for the set, which is then filled with every id so far.
+struct DistinctIDs {
+    private enum Order { case unknown, falling, rising, none }
+    private var order = Order.unknown
+    private var previous: String?
+    private var all: [String] = []
+    /// Exact ids: NFC and NFD spellings of one name are two items, as on the server.
+    private var seen = Set<ExactID>()
+
+    /// Adds `id`; `false` when it was there already.
+    mutating func insert(_ id: String) -> Bool {
+        defer { previous = id }
+        if order != .none, let previous {
+            let comparison = Self.compareBytes(id, previous)
+            let falling = comparison < 0, rising = comparison > 0
+            switch (order, falling, rising) {
+            case (.unknown, true, _): order = .falling
+            case (.unknown, _, true): order = .rising
+            case (.falling, true, _), (.rising, _, true): break
+            default:
+                order = .none
+                seen = Set(all.map(ExactID.init))
+                all = []
+            }
+        }
+        switch order {
+        case .none: return seen.insert(ExactID(id)).inserted
+        default:
+            all.append(id)
+            return true
+        }
+    }
+
+    /// Negative, zero or positive as `a`'s UTF-8 bytes sort before, equal or after `b`'s.
+    private static func compareBytes(_ a: String, _ b: String) -> Int {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let common = min(x.count, y.count)
+                if common > 0, let xs = x.baseAddress, let ys = y.baseAddress {
+                    let order = memcmp(xs, ys, common)
+                    if order != 0 { return Int(order) }
+                }
+                return x.count - y.count
+            }
+        }
     }
 }

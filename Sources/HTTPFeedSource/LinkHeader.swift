@@ -23,33 +23,33 @@ public enum LinkHeader {
 
     /// The links of one `Link` header value; relative targets are resolved against `base`, the request URL.
     public static func parse(_ value: String, base: URL) -> [WebLink] {
-        var scanner = Scanner(Array(value.unicodeScalars))
+        var scanner = Scanner(Array(value.utf8))
         var links: [WebLink] = []
         while true {
-            scanner.skip { $0 == " " || $0 == "\t" || $0 == "," }
+            scanner.skip { isBlank($0) || $0 == UInt8(ascii: ",") }
             guard !scanner.isAtEnd else { break }
-            guard scanner.peek == "<" else {
+            guard scanner.peek == UInt8(ascii: "<") else {
                 scanner.skipPastLinkSeparator()
                 continue
             }
             scanner.advance()
-            let reference = scanner.take { $0 != ">" }
-            guard scanner.peek == ">" else { break }
+            let reference = scanner.take { $0 != UInt8(ascii: ">") }
+            guard scanner.peek == UInt8(ascii: ">") else { break }
             scanner.advance()
             var parameters: [String: String] = [:]
             var relations: [String] = []
             while true {
-                scanner.skip { $0 == " " || $0 == "\t" }
-                guard scanner.peek == ";" else { break }
+                scanner.skip(while: isBlank)
+                guard scanner.peek == UInt8(ascii: ";") else { break }
                 scanner.advance()
-                scanner.skip { $0 == " " || $0 == "\t" }
-                let key = scanner.take { $0 != "=" && $0 != ";" && $0 != "," && $0 != " " && $0 != "\t" }.lowercased()
-                scanner.skip { $0 == " " || $0 == "\t" }
+                scanner.skip(while: isBlank)
+                let key = scanner.take { $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: ",") && !isBlank($0) }.lowercased()
+                scanner.skip(while: isBlank)
                 var parameterValue = ""
-                if scanner.peek == "=" {
+                if scanner.peek == UInt8(ascii: "=") {
                     scanner.advance()
-                    scanner.skip { $0 == " " || $0 == "\t" }
-                    parameterValue = scanner.peek == "\"" ? scanner.takeQuoted() : scanner.take { $0 != ";" && $0 != "," && $0 != " " && $0 != "\t" }
+                    scanner.skip(while: isBlank)
+                    parameterValue = scanner.peek == UInt8(ascii: "\"") ? scanner.takeQuoted() : scanner.take { $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: ",") && !isBlank($0) }
                 }
                 guard !key.isEmpty else { continue }
                 // RFC 8288 §3.3: only the first rel parameter counts.
@@ -58,11 +58,40 @@ public enum LinkHeader {
                 }
                 if parameters[key] == nil { parameters[key] = parameterValue }
             }
-            if let target = URL(string: reference.trimmingCharacters(in: .whitespaces), relativeTo: base)?.absoluteURL {
+            if let target = resolve(reference.trimmingCharacters(in: .whitespaces), against: base) {
                 links.append(WebLink(target: target, relations: relations, parameters: parameters))
             }
         }
         return links
+    }
+
+    /// `reference` as an absolute URL. Servers send absolute targets, which need no base: parsed
+    /// once, instead of once against the base and again for the absolute form.
+    private static func resolve(_ reference: String, against base: URL) -> URL? {
+        if hasScheme(reference) { return URL(string: reference) }
+        return URL(string: reference, relativeTo: base)?.absoluteURL
+    }
+
+    /// Whether `reference` starts with a scheme (RFC 3986 §3.1: a letter, then letters, digits,
+    /// `+`, `-` or `.`, then `:`), which makes it an absolute URI.
+    package static func hasScheme(_ reference: String) -> Bool {
+        var bytes = reference.utf8.makeIterator()
+        guard let first = bytes.next(), isLetter(first) else { return false }
+        while let byte = bytes.next() {
+            if byte == UInt8(ascii: ":") { return true }
+            guard isLetter(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            else { return false }
+        }
+        return false
+    }
+
+    private static func isBlank(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t")
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
     }
 
     /// The first link with relation `relation`.
@@ -76,52 +105,51 @@ public enum LinkHeader {
         links.first { $0.relations.contains("prev") || $0.relations.contains("previous") }?.target
     }
 
+    /// Scans the header's UTF-8: every delimiter is ASCII, so a multi-byte character is only
+    /// ever copied through, never split.
     private struct Scanner {
-        let scalars: [Unicode.Scalar]
+        let bytes: [UInt8]
         var index = 0
 
-        init(_ scalars: [Unicode.Scalar]) { self.scalars = scalars }
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-        var isAtEnd: Bool { index >= scalars.count }
-        var peek: Unicode.Scalar? { isAtEnd ? nil : scalars[index] }
+        var isAtEnd: Bool { index >= bytes.count }
+        var peek: UInt8? { isAtEnd ? nil : bytes[index] }
         mutating func advance() { index += 1 }
 
-        mutating func skip(while predicate: (Unicode.Scalar) -> Bool) {
+        mutating func skip(while predicate: (UInt8) -> Bool) {
             while let c = peek, predicate(c) { index += 1 }
         }
 
-        mutating func take(while predicate: (Unicode.Scalar) -> Bool) -> String {
-            var out = String.UnicodeScalarView()
-            while let c = peek, predicate(c) {
-                out.append(c)
-                index += 1
-            }
-            return String(out)
+        mutating func take(while predicate: (UInt8) -> Bool) -> String {
+            let start = index
+            while let c = peek, predicate(c) { index += 1 }
+            return String(decoding: bytes[start..<index], as: UTF8.self)
         }
 
         /// A quoted-string with backslash escapes; the scanner starts on the opening quote.
         mutating func takeQuoted() -> String {
             advance()
-            var out = String.UnicodeScalarView()
+            var out: [UInt8] = []
             while let c = peek {
                 index += 1
-                if c == "\"" { break }
-                if c == "\\", let escaped = peek {
+                if c == UInt8(ascii: "\"") { break }
+                if c == UInt8(ascii: "\\"), let escaped = peek {
                     out.append(escaped)
                     index += 1
                 } else {
                     out.append(c)
                 }
             }
-            return String(out)
+            return String(decoding: out, as: UTF8.self)
         }
 
         /// Recovers from garbage by skipping to the next top-level comma.
         mutating func skipPastLinkSeparator() {
             while let c = peek {
-                if c == "\"" { _ = takeQuoted(); continue }
+                if c == UInt8(ascii: "\"") { _ = takeQuoted(); continue }
                 index += 1
-                if c == "," { return }
+                if c == UInt8(ascii: ",") { return }
             }
         }
     }

@@ -75,6 +75,32 @@ struct JSONPageParserTests {
         #expect(malformed("[{\"id\":\"1\",\"d\":" + String(repeating: "[", count: 1000) + String(repeating: "]", count: 1000) + "}]")?.contains("nesting") == true)
     }
 
+    @Test("a repeated id is found whatever the order of the page's ids")
+    func repeatsInAnyOrder() {
+        let orders = [["3", "2", "1", "2"], ["1", "3", "2", "3"], ["5", "4", "9", "4"], ["a", "b", "c", "a"], ["b", "a", "b"],
+                      ["2", "2"], ["x", "y", "x", "z"], ["9", "10", "9"], ["caf\\u00e9", "cafe\\u0301", "caf\\u00e9"]]
+        for ids in orders {
+            let body = "[" + ids.map { #"{"id":"\#($0)"}"# }.joined(separator: ",") + "]"
+            #expect(malformed(body)?.contains("twice") == true, "\(ids)")
+        }
+        // Distinct ids in any order, NFC and NFD spellings included, are all kept.
+        for ids in [["3", "2", "1"], ["1", "2", "3"], ["2", "3", "1"], ["b", "a", "c", "d"], ["caf\\u00e9", "cafe\\u0301"], ["10", "9", "1"]] {
+            let body = "[" + ids.map { #"{"id":"\#($0)"}"# }.joined(separator: ",") + "]"
+            #expect(((try? parse(body)) ?? []).count == ids.count, "\(ids)")
+        }
+    }
+
+    @Test("a Data body gives the same items, whose payloads are slices of it")
+    func dataBody() throws {
+        let text = #"[ {"id":"2","t":"é"} , {"id":"1"} ]"#
+        var padded = Data("xx".utf8) + Data(text.utf8)
+        padded = padded[2...]
+        let items = try parser.parse(padded)
+        #expect(items == (try parser.parse(Array(text.utf8))))
+        #expect(items.map(\.payload) == [Data(#"{"id":"2","t":"é"}"#.utf8), Data(#"{"id":"1"}"#.utf8)])
+        #expect(items.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"id":"2","t":"é"}"#, #"{"id":"1"}"#])
+    }
+
     @Test("invalid UTF-8 is rejected")
     func invalidUTF8() {
         let bytes: [UInt8] = Array(#"[{"id":"a","t":""#.utf8) + [0xC3, 0x28] + Array(#""}]"#.utf8)

@@ -39,6 +39,26 @@ struct LinkHeaderTests {
         #expect(LinkHeader.first("prev", in: links)?.absoluteString == "https://social.example/api/v1/timelines/home?min_id=9")
     }
 
+    @Test("absolute targets are taken as they are, whatever the base; a scheme needs its colon")
+    func absolute() {
+        let other = URL(string: "http://elsewhere.example:8080/x/y?z=1")!
+        for target in ["https://social.example/a?max_id=5", "HTTP://Social.Example:8443/p%20q?x=%C3%A9#f", "urn:x-feed:page:2", "h2+x.y-z://host/p"] {
+            let links = LinkHeader.parse("<\(target)>; rel=next", base: other)
+            #expect(LinkHeader.first("next", in: links)?.absoluteString == URL(string: target, relativeTo: other)?.absoluteURL.absoluteString)
+        }
+        // No scheme (a colon after a slash, or a leading digit): resolved against the base.
+        #expect(LinkHeader.first("next", in: LinkHeader.parse("<a/b:c>; rel=next", base: other))?.absoluteString == "http://elsewhere.example:8080/x/a/b:c")
+        #expect(LinkHeader.first("next", in: LinkHeader.parse("<./1x:y>; rel=next", base: other))?.absoluteString == "http://elsewhere.example:8080/x/1x:y")
+        #expect(!LinkHeader.hasScheme("1http://a") && !LinkHeader.hasScheme("a/b:c") && !LinkHeader.hasScheme("http") && LinkHeader.hasScheme("a:"))
+    }
+
+    @Test("non-ASCII text in targets and quoted parameters passes through whole")
+    func nonASCII() {
+        let links = LinkHeader.parse(#"<https://a.example/caf%C3%A9>; rel="next"; title="café, \"☕\"; ok""#, base: base)
+        #expect(links.count == 1)
+        #expect(links.first?.parameters["title"] == "café, \"☕\"; ok")
+    }
+
     @Test("quoted strings may hold commas and semicolons; rel lists several types; case is ignored")
     func quoting() {
         let value = #"<https://a.example/1>; title="older, really; yes"; REL="Next Alternate", <https://a.example/2>; rel="prev""#
