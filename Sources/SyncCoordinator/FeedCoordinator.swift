@@ -54,9 +54,6 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// no request and no commit.
     private var precommitted: [ExactID: CommitOutcome] = [:]
 
-    /// How many pages the backfill fetches ahead of its commits.
-    static var readAheadDepth: Int { 4 }
-
     private struct ReadAhead {
         let id: Int
         let cursor: String
@@ -394,7 +391,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         var taken: [(cursor: String, page: FeedPage)] = []
         var cursor = next
         // Counted as extendReadAhead counts, with this page and the ones taken (no longer arrived).
-        var pending = pendingItems + page.items.count
+        let pending = pendingItems + page.items.count
         while let wanted = cursor, let head = readAhead.first, head.cursor.isExactly(wanted), let arrival = arrived[head.cursor],
               machine.readAheadCursor(after: wanted, pendingItems: pending) != nil {
             readAhead.removeFirst()
@@ -504,9 +501,12 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     }
 
     /// Fetches the page after the newest one fetched ahead, once that one's older cursor is known,
-    /// while the run is shorter than ``readAheadDepth`` and the machine would go on loading.
+    /// while the run is shorter than the configured read-ahead (in pages, and in the bytes of the
+    /// pages that arrived) and the machine would go on loading.
     private func extendReadAhead() {
-        guard readAhead.count < Self.readAheadDepth, let tail = readAheadTail, case .some(let older) = readAheadNext else { return }
+        let configuration = machine.configuration
+        guard readAhead.count < configuration.readAheadPages, let tail = readAheadTail, case .some(let older) = readAheadNext else { return }
+        guard arrived.values.reduce(0, { $0 + $1.items.reduce(0) { $0 + $1.payload.count } }) < configuration.readAheadBytes else { return }
         if let notBefore = olderNotBefore, time.clock.now < notBefore { return }
         guard let next = machine.readAheadCursor(after: older, pendingItems: pendingItems),
               !next.isExactly(tail), !readAhead.contains(where: { $0.cursor.isExactly(next) })

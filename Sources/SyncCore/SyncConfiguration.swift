@@ -16,6 +16,13 @@ public struct SyncConfiguration: Sendable, Hashable {
     /// Pages one refresh loads into a gap (page-numbered feeds that got more new items than a
     /// page) before it stops and shows the gap as not closed; the next refresh goes on from there.
     public var gapPageLimit: Int
+    /// Older pages a backfill fetches ahead of the store's commits, at most. A commit that takes
+    /// long (SQLite copies its write-ahead log back into the database every few thousand items,
+    /// ~5 ms) then does not stop the network. At least 1.
+    public var readAheadPages: Int
+    /// The item bytes of pages fetched ahead and not yet committed past which no further page is
+    /// asked for, so feeds with large pages hold fewer of them. At least 1.
+    public var readAheadBytes: Int
 
     /// A configuration; negative values are raised to the smallest that makes sense.
     public init(
@@ -24,7 +31,9 @@ public struct SyncConfiguration: Sendable, Hashable {
         refreshInterval: Duration? = nil,
         backfillDepth: Int = 0,
         refreshOnStart: Bool = true,
-        gapPageLimit: Int = 10
+        gapPageLimit: Int = 10,
+        readAheadPages: Int = 16,
+        readAheadBytes: Int = 8 << 20
     ) {
         self.retry = retry
         self.reconnectSpread = max(.zero, reconnectSpread)
@@ -32,6 +41,8 @@ public struct SyncConfiguration: Sendable, Hashable {
         self.backfillDepth = max(0, backfillDepth)
         self.refreshOnStart = refreshOnStart
         self.gapPageLimit = max(1, gapPageLimit)
+        self.readAheadPages = max(1, readAheadPages)
+        self.readAheadBytes = max(1, readAheadBytes)
     }
 
     /// The defaults: no periodic refresh, no backfill, refresh on start.

@@ -267,7 +267,7 @@ struct FeedCoordinatorTests {
     @Test func backfillReadsAheadOfASlowStoreUpToItsDepth() async throws {
         let source = ScriptedSource()
         let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4), store: store)
         await feed.start()
         await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
         await store.waitUntilHolding(commit: 1)
@@ -293,6 +293,38 @@ struct FeedCoordinatorTests {
         await Task.megaYield()
         #expect(await source.callCount == 6, "one request per page, none after the end")
         #expect(await source.cancelled.isEmpty)
+    }
+
+    /// Pages of large items are read ahead by bytes, not only by count: once the pages that arrived
+    /// hold the configured bytes, nothing more is asked for until a commit takes them.
+    @Test func backfillReadsAheadNoMoreThanItsBytes() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore()
+        // Each page below holds two items of 11 bytes: the budget is passed by the second page.
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40), store: store)
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await store.waitUntilHolding(commit: 1)
+        for (id, cursor) in [(1, "19"), (2, "17")] {
+            #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
+            let older = String(Int(cursor)! - 2)
+            await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
+        }
+        await Task.megaYield()
+        #expect(await source.callCount == 3, "44 bytes arrived against a budget of 40: no third page ahead")
+        await store.release()
+        // The commit takes the pages that arrived: the read-ahead goes on.
+        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        await source.respond(3, page(["14"], older: nil, newer: nil))
+        for commit in 2...4 {
+            await store.waitUntilHolding(commit: commit)
+            await store.release()
+        }
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(try await feed.items().map(\.id) == (14...20).reversed().map(String.init))
+        #expect(state.itemCount == 7)
+        await Task.megaYield()
+        #expect(await source.callCount == 4, "one request per page, none after the end")
     }
 
     /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
