@@ -262,8 +262,8 @@ struct FeedCoordinatorTests {
         #expect(await source.cancelled.isEmpty)
     }
 
-    /// A slow store does not hold the network back: the backfill fetches up to four pages ahead
-    /// of its commits, no further, and each commit taken makes room for one more.
+    /// A slow store does not hold the network back: the backfill, set to read four pages ahead,
+    /// fetches that many ahead of its commits, no further, and each commit taken makes room for one more.
     @Test func backfillReadsAheadOfASlowStoreUpToItsDepth() async throws {
         let source = ScriptedSource()
         let store = GatedStore()
