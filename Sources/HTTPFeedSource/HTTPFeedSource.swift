@@ -319,7 +319,9 @@ public struct HTTPFeedSource: FeedSource {
         _ label: RequestLabel, _ operation: @escaping @Sendable () async throws -> RawResponse
     ) async throws -> RawResponse {
         let timeout = configuration.requestTimeout
-        let work = Task { try await operation() }
+        // Started in place: the request goes out before this task's caller runs on, instead of
+        // waiting in the event loop's queue behind whatever that caller does next.
+        let work = Task.immediate { try await operation() }
         let expired = ExpiryFlag()
         let timer = client.http.eventLoopGroup.next().scheduleTask(in: .nanoseconds(Int64(timeout.totalNanoseconds))) {
             expired.value.store(true, ordering: .sequentiallyConsistent)

@@ -442,14 +442,17 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         readAheadTail = cursor
         readAheadNext = nil
         // Known from the headers while the body is still on its way: the next request need not
-        // wait for this page to arrive and be parsed.
+        // wait for this page to arrive and be parsed. Both tasks start at once on the thread
+        // that read the headers, and run until the next request is on its way: enqueued, each
+        // hand-over waited behind this page's body and parse on the same event loop, ~200 µs a
+        // page of a chain in which every page waits for the one before.
         let known: @Sendable (String?) -> Void = { [weak self] older in
             guard let self else { return }
-            Task { await self.knownAhead(older, of: cursor) }
+            Task.immediate { await self.knownAhead(older, of: cursor) }
         }
         let id = nextReadAheadID
         nextReadAheadID += 1
-        readAhead.append(ReadAhead(id: id, cursor: cursor, task: Task { [weak self] in
+        readAhead.append(ReadAhead(id: id, cursor: cursor, task: Task.immediate { [weak self] in
             do {
                 let page = try await source.fetchOlder(cursor: cursor, olderCursorKnown: known)
                 await self?.arrivedAhead(page, cursor: cursor, id: id)
