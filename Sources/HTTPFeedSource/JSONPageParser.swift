@@ -21,8 +21,7 @@ public struct JSONPageParser: Sendable {
 
     /// The page's items in body order (servers send newest first).
     public func parse(_ body: [UInt8]) throws(FeedError) -> [FeedItem] {
-        let found = try body.withUnsafeBufferPointer { bytes throws(FeedError) in try scan(bytes) }
-        return found.map { FeedItem(id: $0.id, payload: Data(body[$0.bytes])) }
+        try parse(Data(body))
     }
 
     /// The page's items from a `Data` body; each item's payload is a slice of `body`,
@@ -378,15 +377,14 @@ struct JSONScanner {
 struct DistinctIDs {
     private enum Order { case unknown, falling, rising, none }
     private var order = Order.unknown
-    private var previous: String?
+    /// Every id so far while they keep one order; emptied into ``seen`` when it breaks.
     private var all: [String] = []
     /// Exact ids: NFC and NFD spellings of one name are two items, as on the server.
     private var seen = Set<ExactID>()
 
     /// Adds `id`; `false` when it was there already.
     mutating func insert(_ id: String) -> Bool {
-        defer { previous = id }
-        if order != .none, let previous {
+        if order != .none, let previous = all.last {
             let comparison = Self.compareBytes(id, previous)
             let falling = comparison < 0, rising = comparison > 0
             switch (order, falling, rising) {

@@ -267,17 +267,9 @@ struct FeedCoordinatorTests {
     @Test func backfillReadsAheadOfASlowStoreUpToItsDepth() async throws {
         let source = ScriptedSource()
         let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4), store: store)
-        await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await store.waitUntilHolding(commit: 1)
         // The first commit is held; the pages behind it arrive one after another.
-        for (id, cursor) in [(1, "19"), (2, "17"), (3, "15"), (4, "13")] {
-            #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
-            let older = String(Int(cursor)! - 2)
-            await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
-        }
-        await Task.megaYield()
+        let feed = try await backfillHoldingItsFirstCommit(
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4), answering: ["19", "17", "15", "13"])
         #expect(await source.callCount == 5, "four pages ahead, no more")
         await store.release()
         // The first commit is done and the next page taken: room for one more.
@@ -301,16 +293,8 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let store = GatedStore()
         // Each page below holds two items of 11 bytes: the budget is passed by the second page.
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40), store: store)
-        await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await store.waitUntilHolding(commit: 1)
-        for (id, cursor) in [(1, "19"), (2, "17")] {
-            #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
-            let older = String(Int(cursor)! - 2)
-            await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
-        }
-        await Task.megaYield()
+        let feed = try await backfillHoldingItsFirstCommit(
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40), answering: ["19", "17"])
         #expect(await source.callCount == 3, "44 bytes arrived against a budget of 40: no third page ahead")
         await store.release()
         // The commit takes the pages that arrived: the read-ahead goes on.
@@ -327,18 +311,29 @@ struct FeedCoordinatorTests {
         #expect(await source.callCount == 4, "one request per page, none after the end")
     }
 
-    /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
-    private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<TestClock<Duration>> {
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+    /// Starts a backfill whose first page (20, 19) is held in its commit, and answers the pages
+    /// asked for behind it, in order, at `cursors`: each the two items below its cursor.
+    private func backfillHoldingItsFirstCommit(
+        _ source: ScriptedSource, _ store: GatedStore, _ configuration: SyncConfiguration, answering cursors: [String]
+    ) async throws -> FeedCoordinator<TestClock<Duration>> {
+        let feed = try await coordinator(source, configuration, store: store)
         await feed.start()
         await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
         await store.waitUntilHolding(commit: 1)
-        for (id, cursor) in [(1, "19"), (2, "17"), (3, "15"), (4, "13")] {
+        for (offset, cursor) in cursors.enumerated() {
+            let id = offset + 1
             #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
             let older = String(Int(cursor)! - 2)
             await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
         }
         await Task.megaYield()
+        return feed
+    }
+
+    /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
+    private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<TestClock<Duration>> {
+        let feed = try await backfillHoldingItsFirstCommit(
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 100), answering: ["19", "17", "15", "13"])
         await store.release()
         return feed
     }
