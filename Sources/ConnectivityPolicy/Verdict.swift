@@ -244,11 +244,11 @@ public enum ConnectivityPolicy {
            let path = loopbackPath(snapshot, to: address) {
             return .online(path)
         }
+        guard consultsKernelRoutes(links: snapshot.links) else { return .offline(.noCarrier) }
         let carrierLinks = Dictionary(
             snapshot.links.filter { $0.hasCarrier && !$0.isLoopback }.map { ($0.index, $0) },
             uniquingKeysWith: { first, _ in first }
         )
-        guard !carrierLinks.isEmpty else { return .offline(.noCarrier) }
 
         let targets: [(AddressFamily, IPAddress?)]
         switch destination {
@@ -275,6 +275,14 @@ public enum ConnectivityPolicy {
             }
         }
         return .offline(best)
+    }
+
+    /// Whether ``evaluate(_:for:)`` can read the kernel's lookups with these links: not when no
+    /// link but loopback has carrier. Every verdict is then "no carrier" whatever the kernel
+    /// answers (a loopback destination needs no route), so the netlink monitor need not ask it
+    /// before publishing that loss.
+    package static func consultsKernelRoutes(links: [LinkInfo]) -> Bool {
+        links.contains { $0.hasCarrier && !$0.isLoopback }
     }
 
     /// The model's verdict alone, ignoring the kernel's lookups: what tests hold against the

@@ -443,7 +443,7 @@ final class NetlinkEventLoop {
 
     /// Publishes the snapshot of a carrier loss found at the head of the link socket, before
     /// libnl reads it (``LinkChange``): the last snapshot with the link's new state and fresh
-    /// kernel lookups. Its routes may still hold ones the kernel has just flushed, as the first
+    /// kernel lookups, unless no link but loopback keeps a carrier. Its routes may still hold ones the kernel has just flushed, as the first
     /// snapshot after a loss always could; the re-dump that follows drops them. Returns whether
     /// it published.
     private func publishLossAhead() -> Bool {
@@ -455,7 +455,14 @@ final class NetlinkEventLoop {
         let (links, lost) = LinkChange.apply(changes, to: published.links)
         guard lost else { return false }
         var snapshot = NetworkSnapshot(links: links, addresses: published.addresses, canonicalRoutes: published.routes)
-        lookUpTrackedAddresses(into: &snapshot)
+        if ConnectivityPolicy.consultsKernelRoutes(links: links) {
+            lookUpTrackedAddresses(into: &snapshot)
+        } else {
+            // The only uplink went: the verdict is "no carrier" whatever the kernel answers, so
+            // the last answers are carried over and the kernel is asked in the full snapshot
+            // that follows, off this path.
+            snapshot.kernelRoutes = published.kernelRoutes
+        }
         published = snapshot
         monitor.updateStatistics { $0.lossesPublishedAhead += 1 }
         monitor.publish(snapshot)

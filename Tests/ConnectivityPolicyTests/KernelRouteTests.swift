@@ -72,6 +72,31 @@ import Testing
         #expect(path.link == "lo")
     }
 
+    /// The netlink monitor skips the lookups of a carrier loss it publishes ahead when this says
+    /// they cannot matter: the verdict must then be the same whatever they hold.
+    @Test func withoutCarrierBeyondLoopbackTheLookupsCannotMatter() {
+        let answers: [KernelRoute] = [
+            .route(linkIndex: 2, type: .unicast, table: 254, gateway: IPAddress("192.0.2.1")),
+            .route(linkIndex: 3, type: .unicast, table: 100, gateway: nil),
+            .route(linkIndex: 1, type: .local, table: 255, gateway: nil),
+            .refused(.noRoute), .refused(.unreachable), .refused(.prohibited), .refused(.blackhole), .refused(.other),
+        ]
+        var net = twoLinks()
+        #expect(ConnectivityPolicy.consultsKernelRoutes(links: net.snapshot.links))
+        // With carrier, the answers do decide: not one verdict for all of them.
+        #expect(Set(answers.map { verdict(net, $0) }).count > 1)
+        net.setLink(2, flags: [.up], operState: .down)
+        #expect(ConnectivityPolicy.consultsKernelRoutes(links: net.snapshot.links))
+        net.setLink(3, flags: [.up], operState: .lowerLayerDown)
+        #expect(!ConnectivityPolicy.consultsKernelRoutes(links: net.snapshot.links))
+        for answer in answers {
+            #expect(verdict(net, answer) == .offline(.noCarrier), "kernel answer \(answer)")
+        }
+        var snapshot = net.snapshot
+        snapshot.kernelRoutes = [:]
+        #expect(ConnectivityPolicy.evaluate(snapshot, for: .addresses([Self.host])) == .offline(.noCarrier))
+    }
+
     @Test func evaluateModelIgnoresTheLookups() {
         var snapshot = Net().snapshot
         snapshot.kernelRoutes = [Self.host: .refused(.prohibited)]

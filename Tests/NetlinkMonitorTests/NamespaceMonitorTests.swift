@@ -59,18 +59,28 @@ struct NamespaceMonitorTests {
         let ahead = h.monitor.statistics.lossesPublishedAhead
         #expect(ahead > before)
         // The first snapshot without carrier (route notifications may have come before it) is
-        // already offline, with the kernel's answer for the tracked host.
+        // already offline, with an answer for the tracked host.
+        let host = IPAddress("198.51.100.7")!
         let first = try #require(snapshots.withLock { $0.first { $0.links.first { $0.name == link }?.hasCarrier == false } })
-        #expect(first.kernelRoutes[IPAddress("198.51.100.7")!] != nil)
+        #expect(first.kernelRoutes[host] != nil)
         #expect(ConnectivityPolicy.evaluate(first, for: h.destination) == .offline(.noCarrier))
 
         try await h.server("link", "set", VethTopology.serverLink, "up")
         try await h.expectSettled("peer up") { $0.isOnline(via: link) }
         // A gain is never published ahead: it waits for the re-dump.
         #expect(h.monitor.statistics.lossesPublishedAhead == ahead)
+        let beforeAdminDown = try #require(h.monitor.snapshot.kernelRoutes[host])
+        snapshots.withLock { $0 = [] }
         try await h.client("link", "set", link, "down")
         try await h.expectSettled("admin down") { $0.isOffline(.noCarrier) }
         #expect(h.monitor.statistics.lossesPublishedAhead > ahead)
+        // The admin-down flushed the route, but the loss went out ahead with the answer from
+        // before it: with no link but loopback keeping a carrier, the kernel is not asked on
+        // that path. The full snapshots after it asked, and the kernel found no route.
+        let published = snapshots.withLock { $0 }
+        let lost = try #require(published.first { $0.links.first { $0.name == link }?.hasCarrier == false })
+        #expect(lost.kernelRoutes[host] == beforeAdminDown)
+        #expect(published.last?.kernelRoutes[host] != beforeAdminDown)
     }
 
     @Test func addressRemovalIsNoAddress() async throws {
