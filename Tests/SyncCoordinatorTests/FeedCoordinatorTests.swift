@@ -50,26 +50,32 @@ struct FeedCoordinatorTests {
 
         await clock.advance(by: .milliseconds(999))
         #expect(await source.callCount == 1, "not before the backoff delay")
-        await clock.advance(by: .milliseconds(1))
+        // Each wait ends just past its deadline, not onto it: a timer whose task registers its
+        // sleep only after the clock reached the deadline exactly (a loaded machine) would wait
+        // for good on a TestClock.
+        await clock.advance(by: .milliseconds(2))
         #expect(await source.call(1).direction == "initial")
 
-        // 1 s, 2 s, 4 s, then the 4 s cap.
-        var elapsed: Double = 1
-        for (index, delay) in [2.0, 4, 4].enumerated() {
+        // 1 s, 2 s, 4 s, then the 4 s cap, each counted from the failure.
+        var elapsed: Duration = .milliseconds(1_001)
+        func at(_ offset: Duration) -> Date { origin.addingTimeInterval(Double(offset / .milliseconds(1)) / 1_000) }
+        for (index, delay) in [Duration.seconds(2), .seconds(4), .seconds(4)].enumerated() {
             await source.fail(index + 1, transient)
             state = await feed.waitFor { $0.initial.load.failure?.attempt == index + 2 }
-            #expect(state.initial.load.failure?.nextRetryAt == origin.addingTimeInterval(elapsed + delay))
-            await clock.advance(by: .seconds(delay))
+            let retryAt = try #require(state.initial.load.failure?.nextRetryAt)
+            #expect(abs(retryAt.timeIntervalSince(at(elapsed + delay))) < 1e-6, "attempt \(index + 2)")
+            await clock.advance(by: delay + .milliseconds(1))
             _ = await source.call(index + 2)
-            elapsed += delay
+            elapsed += delay + .milliseconds(1)
         }
         // Retry-After is a floor above the cap.
         await source.fail(4, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(30)))
         state = await feed.waitFor { $0.initial.load.failure?.attempt == 5 }
-        #expect(state.initial.load.failure?.nextRetryAt == origin.addingTimeInterval(elapsed + 30))
+        let retryAt = try #require(state.initial.load.failure?.nextRetryAt)
+        #expect(abs(retryAt.timeIntervalSince(at(elapsed + .seconds(30)))) < 1e-6)
         await clock.advance(by: .seconds(29))
         #expect(await source.callCount == 5)
-        await clock.advance(by: .seconds(1))
+        await clock.advance(by: .milliseconds(1_001))
         await source.respond(await source.call(5).id, page(["1"], older: nil, newer: "1"))
         state = await feed.waitFor { $0.hasLoaded }
         #expect(state.initial.load == .loaded, "success resets")
@@ -387,7 +393,8 @@ struct FeedCoordinatorTests {
             await Task.megaYield()
         }
         #expect(await source.callCount == 4, "no older request within the server's 10 s")
-        await clock.advance(by: .seconds(1))
+        // Just past the 10 s (see failuresBackOffOnTheInjectedClock).
+        await clock.advance(by: .milliseconds(1_001))
         #expect(await source.call(4) == .init(id: 4, direction: "older", cursor: "17"))
         _ = feed
     }
@@ -463,9 +470,12 @@ struct FeedCoordinatorTests {
         #expect(try await feed.items().map(\.id) == ["9", "8"])
         #expect(await store.commitsStarted == 1)
         #expect(await source.callCount == 2, "nothing is sent while offline")
-        // Back online, the older page is asked for again, by a request of its own.
+        // Back online, the older page is asked for again, by a request of its own. The newer
+        // refresh of every reconnect starts with it, and the two reach the source in either order.
         await feed.connectivityChanged(online)
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "8"))
+        let again = [await source.call(2), await source.call(3)]
+        #expect(again.contains { $0.direction == "older" && $0.cursor == "8" })
+        #expect(again.map(\.direction).sorted() == ["newer", "older"])
     }
 
     @Test func aRestartResumesFromTheSQLiteStore() async throws {
