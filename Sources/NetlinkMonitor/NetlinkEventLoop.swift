@@ -443,9 +443,9 @@ final class NetlinkEventLoop {
 
     /// Publishes the snapshot of a carrier loss found at the head of the link socket, before
     /// libnl reads it (``LinkChange``): the last snapshot with the link's new state and fresh
-    /// kernel lookups, unless no link but loopback keeps a carrier. Its routes may still hold ones the kernel has just flushed, as the first
-    /// snapshot after a loss always could; the re-dump that follows drops them. Returns whether
-    /// it published.
+    /// kernel lookups, unless no link but loopback keeps a carrier. Its routes may still hold
+    /// ones the kernel has just flushed, as the first snapshot after a loss always could; the
+    /// re-dump that follows drops them. Returns whether it published.
     private func publishLossAhead() -> Bool {
         // MSG_PEEK leaves the datagram for libnl, which reads and applies it right after.
         let count = recv(nl_cache_mngr_get_fd(manager), routeBuffer, Self.routeBufferSize, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))

@@ -38,7 +38,7 @@ struct FlappingTests {
         defer { consumer.cancel() }
 
         // The kernel's own announcements, on a plain socket: a burst counts only if the kernel
-        // told of a loss in it. Under heavy load linkwatch (a kernel worker) can run only once a
+        // told of a loss in it. Under heavy load linkwatch (a kernel worker) may run only once a
         // whole burst is over, find the carrier back, and announce nothing.
         let listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: h.client.path))
         defer { listener.close() }
@@ -118,8 +118,7 @@ struct FlappingTests {
 
     /// `IFF_UP`, `IFF_RUNNING` and `IFF_LOWER_UP` all set: the flags of a link with carrier.
     static func hasCarrierFlags(_ flags: UInt32) -> Bool {
-        let wanted: UInt32 = 0x1 | 0x40 | 0x10000
-        return flags & wanted == wanted
+        LinkFlags(rawValue: flags).isSuperset(of: [.up, .running, .lowerUp])
     }
 
     /// The kernel's announcements for the client link after the first `count`, once the last of
