@@ -56,6 +56,8 @@ let package = Package(
         .systemLibrary(name: "CMalloc"),
         /// `accept4`, which the Glibc module hides (it needs `_GNU_SOURCE`).
         .systemLibrary(name: "CSocket"),
+        /// `sqlite3_config`, which is variadic and so out of Swift's reach.
+        .systemLibrary(name: "CSQLiteConfig"),
 
         // MARK: Pure core (no I/O)
 
@@ -216,7 +218,7 @@ let package = Package(
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "SyncDaemon", "CMalloc",
+                "SyncDaemon", "CMalloc", "CSQLiteConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
