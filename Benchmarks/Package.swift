@@ -15,6 +15,10 @@ let package = Package(
         // the directory the repository was cloned into.
         .package(name: "syncd", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // The same versions the root package resolves; only `http-walk` uses them directly.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         /// Rigs shared by the benchmarks: process and socket accounting read from /proc, child processes.
@@ -90,6 +94,21 @@ let package = Package(
                 .product(name: "SyncCore", package: "syncd"),
                 .product(name: "SyncStore", package: "syncd"),
                 .product(name: "HTTPFeedSource", package: "syncd"),
+            ]
+        ),
+        /// Walks a feed's pages by their `Link` headers three ways (bare SwiftNIO, AsyncHTTPClient,
+        /// `HTTPFeedSource`) and prints each one's wall and CPU time: what the HTTP stack costs
+        /// per page, apart from the coordinator and the store (BENCHMARKS.md, issue 14).
+        .executableTarget(
+            name: "http-walk",
+            dependencies: [
+                .product(name: "HTTPFeedSource", package: "syncd"),
+                .product(name: "SyncCore", package: "syncd"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
             ]
         ),
         /// 100,000 items through HTTPFeedSource + SyncCoordinator + SQLiteFeedStore vs Python requests+sqlite3.

@@ -1,0 +1,198 @@
+// `http-walk MODE URL`: walks a feed's pages by their `Link: rel="next"` headers on one keep-alive
+// connection and prints the pages, the wall time and this process's CPU time. Nothing is stored.
+//
+// - `nio`: SwiftNIO alone (HTTP/1.1 codec, gzip decompressor, one handler that sends the next
+//   request when a response ends); the body is kept, not parsed.
+// - `ahc`: AsyncHTTPClient configured as `HTTPFeedClient` configures it; the body is collected,
+//   not parsed.
+// - `source`: `HTTPFeedSource.fetchOlder`, page after page: AsyncHTTPClient plus the page parser
+//   and the source's own checks, as syncd's backfill calls it (without its read-ahead).
+//
+// Like syncd, the process runs Swift Concurrency on NIO's event loops. With a `demo-feed` on
+// loopback serving `bulk:100000:0` in pages of 100:
+//   http-walk nio 'http://127.0.0.1:43333/feeds/bulk?limit=100'
+import AsyncHTTPClient
+import Foundation
+import HTTPFeedSource
+import NIOCore
+import NIOHTTP1
+import NIOHTTPCompression
+import NIOPosix
+import SyncCore
+
+@main
+enum HTTPWalk {
+    static func main() async throws {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        let arguments = CommandLine.arguments
+        guard arguments.count == 3, let url = URL(string: arguments[2]) else {
+            FileHandle.standardError.write(Data("usage: http-walk nio|ahc|source URL\n".utf8))
+            exit(64)
+        }
+        let mode = arguments[1]
+        let cpuBefore = cpuSeconds(), start = ContinuousClock.now
+        let pages: Int
+        switch mode {
+        case "nio": pages = try await walkWithNIO(url)
+        case "ahc": pages = try await walkWithAsyncHTTPClient(url)
+        case "source": pages = try await walkWithFeedSource(url)
+        default:
+            FileHandle.standardError.write(Data("unknown mode \(mode)\n".utf8))
+            exit(64)
+        }
+        let wall = ContinuousClock.now - start
+        let cpu = cpuSeconds() - cpuBefore
+        print("\(mode): \(pages) pages, wall \(String(format: "%.3f", wall / .seconds(1))) s, cpu \(String(format: "%.3f", cpu)) s")
+    }
+
+    /// User plus system CPU time of this process so far, in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let seconds = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
+        let micros = usage.ru_utime.tv_usec + usage.ru_stime.tv_usec
+        return Double(seconds) + Double(micros) / 1e6
+    }
+
+    /// The target of the `rel="next"` link among a `Link` header's values.
+    static func nextTarget(_ value: String) -> String? {
+        for link in value.split(separator: ",") where link.contains("rel=\"next\"") {
+            guard let open = link.firstIndex(of: "<"), let close = link.firstIndex(of: ">"), open < close else { continue }
+            return String(link[link.index(after: open)..<close])
+        }
+        return nil
+    }
+
+    static func walkWithFeedSource(_ url: URL) async throws -> Int {
+        let client = HTTPFeedClient()
+        let source = try HTTPFeedSource(configuration: HTTPFeedConfiguration(url: url), client: client)
+        var pages = 1
+        var page = try await source.fetchInitial()
+        while let cursor = page.olderCursor, !page.items.isEmpty {
+            page = try await source.fetchOlder(cursor: cursor)
+            pages += 1
+        }
+        try await client.shutdown()
+        return pages
+    }
+
+    static func walkWithAsyncHTTPClient(_ url: URL) async throws -> Int {
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        pool.retryConnectionEstablishment = false
+        let configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow, connectionPool: pool, decompression: .enabled(limit: .size(64 << 20)))
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        var pages = 0
+        var target: String? = url.absoluteString
+        do {
+            while let current = target {
+                var request = HTTPClientRequest(url: current)
+                request.headers.add(name: "Accept-Encoding", value: "gzip")
+                let response = try await http.execute(request, timeout: .seconds(30))
+                target = response.headers["Link"].first.flatMap(nextTarget)
+                _ = try await response.body.collect(upTo: 64 << 20)
+                pages += 1
+            }
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        return pages
+    }
+
+    static func walkWithNIO(_ url: URL) async throws -> Int {
+        guard let host = url.host, let port = url.port else { throw WalkError("the URL needs a host and a port") }
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let done = loop.makePromise(of: Int.self)
+        let first = Self.requestTarget(url)
+        let channel = try await ClientBootstrap(group: loop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(NIOHTTPResponseDecompressor(limit: .size(64 << 20)))
+                    try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: first, done: done))
+                }
+            }
+            .connect(host: host, port: port).get()
+        let pages = try await done.futureResult.get()
+        try? await channel.close()
+        return pages
+    }
+
+    /// Path and query of `url`, as a request line wants them.
+    static func requestTarget(_ url: URL) -> String {
+        let path = url.path.isEmpty ? "/" : url.path
+        return url.query.map { path + "?" + $0 } ?? path
+    }
+
+    struct WalkError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Sends the next request when a response ends, until a response names no next page.
+    /// Lives on its channel's event loop only.
+    final class Walker: ChannelInboundHandler {
+        typealias InboundIn = HTTPClientResponsePart
+        typealias OutboundOut = HTTPClientRequestPart
+
+        private let host: String
+        private var next: String?
+        private var body = ByteBuffer()
+        private var pages = 0
+        private let done: EventLoopPromise<Int>
+        private var finished = false
+
+        init(host: String, first: String, done: EventLoopPromise<Int>) {
+            self.host = host
+            self.next = first
+            self.done = done
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            if let next { send(next, context: context) }
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                next = head.headers["Link"].first.flatMap(HTTPWalk.nextTarget).flatMap(URL.init(string:)).map(HTTPWalk.requestTarget)
+                body.clear()
+            case .body(var part):
+                body.writeBuffer(&part)
+            case .end:
+                pages += 1
+                if let next {
+                    send(next, context: context)
+                } else {
+                    finish(.success(pages))
+                }
+            }
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            finish(.failure(error))
+            context.close(promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            finish(.failure(WalkError("the server closed the connection after \(pages) pages")))
+        }
+
+        /// Completes the walk once; whatever happens to the channel afterwards is ignored.
+        private func finish(_ result: Result<Int, any Error>) {
+            guard !finished else { return }
+            finished = true
+            done.completeWith(result)
+        }
+
+        private func send(_ target: String, context: ChannelHandlerContext) {
+            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target)
+            head.headers.add(name: "Host", value: host)
+            head.headers.add(name: "Accept-Encoding", value: "gzip")
+            context.write(wrapOutboundOut(.head(head)), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+}
