@@ -323,7 +323,9 @@ public struct HTTPFeedSource: FeedSource {
         // waiting in the event loop's queue behind whatever that caller does next.
         let work = Task.immediate { try await operation() }
         let expired = ExpiryFlag()
-        let timer = client.http.eventLoopGroup.next().scheduleTask(in: .nanoseconds(Int64(timeout.totalNanoseconds))) {
+        // On the loop this task runs on, when it runs on one: a timer armed and cancelled on
+        // another loop wakes that loop twice per request (`eventfd` writes, BENCHMARKS.md).
+        let timer = client.http.eventLoopGroup.any().scheduleTask(in: .nanoseconds(Int64(timeout.totalNanoseconds))) {
             expired.value.store(true, ordering: .sequentiallyConsistent)
             work.cancel()
         }
