@@ -244,11 +244,12 @@ public enum ConnectivityPolicy {
            let path = loopbackPath(snapshot, to: address) {
             return .online(path)
         }
-        guard consultsKernelRoutes(links: snapshot.links) else { return .offline(.noCarrier) }
         let carrierLinks = Dictionary(
-            snapshot.links.filter { $0.hasCarrier && !$0.isLoopback }.map { ($0.index, $0) },
+            snapshot.links.filter(isCarrierUplink).map { ($0.index, $0) },
             uniquingKeysWith: { first, _ in first }
         )
+        // What `consultsKernelRoutes` says: before any lookup is read.
+        guard !carrierLinks.isEmpty else { return .offline(.noCarrier) }
 
         let targets: [(AddressFamily, IPAddress?)]
         switch destination {
@@ -282,7 +283,12 @@ public enum ConnectivityPolicy {
     /// answers (a loopback destination needs no route), so the netlink monitor need not ask it
     /// before publishing that loss.
     package static func consultsKernelRoutes(links: [LinkInfo]) -> Bool {
-        links.contains { $0.hasCarrier && !$0.isLoopback }
+        links.contains(where: isCarrierUplink)
+    }
+
+    /// A link that can carry traffic off this machine: it has carrier and is not loopback.
+    private static func isCarrierUplink(_ link: LinkInfo) -> Bool {
+        link.hasCarrier && !link.isLoopback
     }
 
     /// The model's verdict alone, ignoring the kernel's lookups: what tests hold against the
