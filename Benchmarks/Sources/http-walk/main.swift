@@ -54,13 +54,10 @@ enum HTTPWalk {
         return Double(seconds) + Double(micros) / 1e6
     }
 
-    /// The target of the `rel="next"` link among a `Link` header's values.
-    static func nextTarget(_ value: String) -> String? {
-        for link in value.split(separator: ",") where link.contains("rel=\"next\"") {
-            guard let open = link.firstIndex(of: "<"), let close = link.firstIndex(of: ">"), open < close else { continue }
-            return String(link[link.index(after: open)..<close])
-        }
-        return nil
+    /// The `rel="next"` target among a response's `Link` headers, resolved against `base`: the
+    /// parser `HTTPFeedSource` uses, so every walker pays the same for it.
+    static func next(_ headers: HTTPHeaders, base: URL) -> URL? {
+        LinkHeader.first("next", in: LinkHeader.parse(headers["link"], base: base))
     }
 
     static func walkWithFeedSource(_ url: URL) async throws -> Int {
@@ -83,13 +80,13 @@ enum HTTPWalk {
             redirectConfiguration: .disallow, connectionPool: pool, decompression: .enabled(limit: .size(64 << 20)))
         let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         var pages = 0
-        var target: String? = url.absoluteString
+        var target: URL? = url
         do {
             while let current = target {
-                var request = HTTPClientRequest(url: current)
+                var request = HTTPClientRequest(url: current.absoluteString)
                 request.headers.add(name: "Accept-Encoding", value: "gzip")
                 let response = try await http.execute(request, timeout: .seconds(30))
-                target = response.headers["Link"].first.flatMap(nextTarget)
+                target = next(response.headers, base: current)
                 _ = try await response.body.collect(upTo: 64 << 20)
                 pages += 1
             }
@@ -105,13 +102,12 @@ enum HTTPWalk {
         guard let host = url.host, let port = url.port else { throw WalkError("the URL needs a host and a port") }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let done = loop.makePromise(of: Int.self)
-        let first = Self.requestTarget(url)
         let channel = try await ClientBootstrap(group: loop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(NIOHTTPResponseDecompressor(limit: .size(64 << 20)))
-                    try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: first, done: done))
+                    try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: url, done: done))
                 }
             }
             .connect(host: host, port: port).get()
@@ -138,13 +134,13 @@ enum HTTPWalk {
         typealias OutboundOut = HTTPClientRequestPart
 
         private let host: String
-        private var next: String?
+        private var next: URL?
         private var body = ByteBuffer()
         private var pages = 0
         private let done: EventLoopPromise<Int>
         private var finished = false
 
-        init(host: String, first: String, done: EventLoopPromise<Int>) {
+        init(host: String, first: URL, done: EventLoopPromise<Int>) {
             self.host = host
             self.next = first
             self.done = done
@@ -157,7 +153,8 @@ enum HTTPWalk {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
             case .head(let head):
-                next = head.headers["Link"].first.flatMap(HTTPWalk.nextTarget).flatMap(URL.init(string:)).map(HTTPWalk.requestTarget)
+                // `next` is still the URL this response answers: the base of its links.
+                next = next.flatMap { HTTPWalk.next(head.headers, base: $0) }
                 body.clear()
             case .body(var part):
                 body.writeBuffer(&part)
@@ -187,8 +184,8 @@ enum HTTPWalk {
             done.completeWith(result)
         }
 
-        private func send(_ target: String, context: ChannelHandlerContext) {
-            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target)
+        private func send(_ url: URL, context: ChannelHandlerContext) {
+            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: HTTPWalk.requestTarget(url))
             head.headers.add(name: "Host", value: host)
             head.headers.add(name: "Accept-Encoding", value: "gzip")
             context.write(wrapOutboundOut(.head(head)), promise: nil)
