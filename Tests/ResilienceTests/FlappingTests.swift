@@ -2,7 +2,6 @@ import Clocks
 import ConnectivityPolicy
 import Foundation
 import NetlinkMonitor
-import Synchronization
 import Testing
 import TestSupport
 
@@ -42,7 +41,7 @@ struct FlappingTests {
         // whole burst is over, find the carrier back, and announce nothing.
         let listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: h.client.path))
         defer { listener.close() }
-        let announced = AnnouncementLog()
+        let announced = ReceivedLog<RawLinkEvent>()
         let recorder = Task { for await event in listener.events where event.index == ResilienceHarness.clientIndex { announced.append(event) } }
         defer { recorder.cancel() }
 
@@ -124,7 +123,7 @@ struct FlappingTests {
     /// The kernel's announcements for the client link after the first `count`, once the last of
     /// them has the carrier back; none if the kernel announced nothing within 2 s (it coalesced
     /// the whole burst away). Bounded, real time.
-    private func waitForAnnouncements(_ announced: AnnouncementLog, after count: Int) async throws -> [RawLinkEvent] {
+    private func waitForAnnouncements(_ announced: ReceivedLog<RawLinkEvent>, after count: Int) async throws -> [RawLinkEvent] {
         let start = ContinuousClock.now
         while true {
             let events = Array(announced.all.dropFirst(count))
@@ -145,11 +144,4 @@ struct FlappingTests {
     }
 
     struct TimedOut: Error {}
-}
-
-/// The link messages a plain netlink socket received, in order.
-final class AnnouncementLog: Sendable {
-    private let values = Mutex<[RawLinkEvent]>([])
-    func append(_ event: RawLinkEvent) { values.withLock { $0.append(event) } }
-    var all: [RawLinkEvent] { values.withLock { $0 } }
 }

@@ -23,13 +23,16 @@ enum Operation: Sendable, CustomStringConvertible {
     }
 }
 
-/// The latest verdicts a consumer received, one list per watched destination.
-final class VerdictLog: Sendable {
-    private let values = Mutex<[Verdict]>([])
-    func append(_ verdict: Verdict) { values.withLock { $0.append(verdict) } }
-    var all: [Verdict] { values.withLock { $0 } }
-    var latest: Verdict? { values.withLock { $0.last } }
+/// What a consumer received, in order, readable from any task while it goes on.
+final class ReceivedLog<Element: Sendable>: Sendable {
+    private let values = Mutex<[Element]>([])
+    func append(_ value: Element) { values.withLock { $0.append(value) } }
+    var all: [Element] { values.withLock { $0 } }
+    var latest: Element? { values.withLock { $0.last } }
 }
+
+/// The verdicts a consumer received, one log per watched destination.
+typealias VerdictLog = ReceivedLog<Verdict>
 
 /// Two namespaces joined by a veth pair, the client side watched by a running monitor, plus
 /// in-process control sockets for fast link changes on either side.
