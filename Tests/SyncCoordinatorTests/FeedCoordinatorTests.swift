@@ -58,12 +58,11 @@ struct FeedCoordinatorTests {
 
         // 1 s, 2 s, 4 s, then the 4 s cap, each counted from the failure.
         var elapsed: Duration = .milliseconds(1_001)
-        func at(_ offset: Duration) -> Date { origin.addingTimeInterval(Double(offset / .milliseconds(1)) / 1_000) }
         for (index, delay) in [Duration.seconds(2), .seconds(4), .seconds(4)].enumerated() {
             await source.fail(index + 1, transient)
             state = await feed.waitFor { $0.initial.load.failure?.attempt == index + 2 }
             let retryAt = try #require(state.initial.load.failure?.nextRetryAt)
-            #expect(abs(retryAt.timeIntervalSince(at(elapsed + delay))) < 1e-6, "attempt \(index + 2)")
+            #expect(abs(retryAt.timeIntervalSince(origin.adding(elapsed + delay))) < 1e-6, "attempt \(index + 2)")
             await clock.advance(by: delay + .milliseconds(1))
             _ = await source.call(index + 2)
             elapsed += delay + .milliseconds(1)
@@ -72,7 +71,7 @@ struct FeedCoordinatorTests {
         await source.fail(4, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(30)))
         state = await feed.waitFor { $0.initial.load.failure?.attempt == 5 }
         let retryAt = try #require(state.initial.load.failure?.nextRetryAt)
-        #expect(abs(retryAt.timeIntervalSince(at(elapsed + .seconds(30)))) < 1e-6)
+        #expect(abs(retryAt.timeIntervalSince(origin.adding(elapsed + .seconds(30)))) < 1e-6)
         await clock.advance(by: .seconds(29))
         #expect(await source.callCount == 5)
         await clock.advance(by: .milliseconds(1_001))
