@@ -20,6 +20,13 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "MonitorThreadExample",
+            dependencies: [
+                .product(name: "ConnectivityPolicy", package: "syncd"),
+                .product(name: "NetlinkMonitor", package: "syncd"),
+            ]
+        ),
+        .executableTarget(
             name: "HostLadderExample",
             dependencies: [
                 .product(name: "ConnectivityPolicy", package: "syncd"),

@@ -29,7 +29,7 @@ final class NetlinkEventLoop {
     private static let routeBatchLimit = 2048
     /// How long the re-dump after a loss waits, unless something else is to be published first.
     private static let resyncDelay = Duration.milliseconds(2)
-    /// A wake-up that finds this many route datagrams means a storm: see ``run(wakeFD:)``.
+    /// A wake-up that finds this many route datagrams means a storm: see ``run(wakeFD:jobFD:)``.
     private static let stormDatagrams = 8
     private static let stormNapMilliseconds: Int32 = 1
     /// How long the loop leaves the core to consumers after publishing a loss ahead of libnl.
@@ -193,28 +193,35 @@ final class NetlinkEventLoop {
 
     // MARK: Loop
 
-    /// Runs until the monitor asks it to stop through `wakeFD`.
-    func run(wakeFD: Int32) {
+    /// Runs until the monitor asks it to stop through `wakeFD`; between reads, runs the jobs of
+    /// the monitor's executor, which `jobFD` announces when they come from other threads.
+    func run(wakeFD: Int32, jobFD: Int32) {
         _ = fcntl(wakeFD, F_SETFL, fcntl(wakeFD, F_GETFL) | O_NONBLOCK)
         var fds = [
             pollfd(fd: nl_cache_mngr_get_fd(manager), events: Int16(POLLIN), revents: 0),
             pollfd(fd: nl_socket_get_fd(routeSocket), events: Int16(POLLIN), revents: 0),
             pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: jobFD, events: Int16(POLLIN), revents: 0),
         ]
+        let executor = monitor.executor
+        var jobsWaiting = executor.runJobs()
         while true {
-            let timeout = pollTimeout()
-            let ready = poll(&fds, 3, timeout)
+            let timeout = jobsWaiting ? 0 : pollTimeout()
+            let ready = poll(&fds, 4, timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
                 logger.error("netlink poll failed", metadata: ["error": "\(String(cString: strerror(errno)))"])
                 return
             }
+            if fds[3].revents != 0 { Self.drain(jobFD) }
             if fds[2].revents != 0, !handleWake(wakeFD) { return }
             var routeDatagrams = 0
             if (fds[0].revents | fds[1].revents) & Int16(POLLIN) != 0 {
                 if fds[0].revents & Int16(POLLIN) != 0, publishLossAhead() {
-                    // The offline snapshot is out: leave the core to its consumers for a moment
-                    // before libnl's parse, the route reads and the next snapshot take it.
+                    // The offline snapshot is out. Consumers on this thread take it now; then
+                    // leave the core to those on others for a moment before libnl's parse, the
+                    // route reads and the next snapshot take it.
+                    executor.runJobs()
                     var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
                     _ = poll(&wake, 1, Self.lossNapMilliseconds)
                 }
@@ -222,6 +229,7 @@ final class NetlinkEventLoop {
                 routeDatagrams = receive()
             }
             settle()
+            jobsWaiting = executor.runJobs()
             if routeDatagrams >= Self.stormDatagrams {
                 // Routes are streaming in (a storm): let them gather for a moment instead of
                 // waking for every few. Waking costs more than reading (a context switch and a
@@ -233,10 +241,15 @@ final class NetlinkEventLoop {
         }
     }
 
-    /// Drains the wake pipe and takes the monitor's request; returns `false` to stop.
-    private func handleWake(_ fd: Int32) -> Bool {
+    /// Empties a non-blocking wake-up pipe.
+    private static func drain(_ fd: Int32) {
         var bytes = (UInt64(0), UInt64(0))
         while read(fd, &bytes, MemoryLayout.size(ofValue: bytes)) > 0 {}
+    }
+
+    /// Drains the wake pipe and takes the monitor's request; returns `false` to stop.
+    private func handleWake(_ fd: Int32) -> Bool {
+        Self.drain(fd)
         let request = monitor.wakeRequest()
         if request.stop { return false }
         if request.addresses != trackedAddresses {

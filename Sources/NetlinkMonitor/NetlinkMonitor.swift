@@ -144,6 +144,30 @@ public final class NetlinkMonitor: Sendable, Service {
         await stop()
     }
 
+    /// Runs tasks on the monitor's own thread, between its reads of the kernel's notifications.
+    ///
+    /// A task that prefers this executor (`Task(executorPreference:)`) and consumes
+    /// ``ConnectivityMonitor/verdicts(from:for:settle:clock:)`` or ``snapshots()`` is resumed on
+    /// the thread that published the value, so no other thread has to wake to deliver it: a
+    /// verdict then reaches the consumer about as soon as a plain netlink socket would see the
+    /// kernel's message (BENCHMARKS.md, "Link change → offline verdict published").
+    ///
+    /// While such a task runs, the monitor reads no notifications: keep its work brief and never
+    /// block in it (hand longer work to another task or actor). When the monitor is not running,
+    /// the executor passes jobs to the global concurrent executor, so a task never waits for a
+    /// stopped monitor.
+    ///
+    /// ```swift
+    /// let monitor = NetlinkMonitor()
+    /// try await monitor.start()
+    /// let banner = Task(executorPreference: monitor.taskExecutor) {
+    ///     for await verdict in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {
+    ///         print(verdict.isOnline ? "online" : "offline")
+    ///     }
+    /// }
+    /// ```
+    public var taskExecutor: any TaskExecutor { core.executor }
+
     /// The latest snapshot of the kernel's tables.
     public var snapshot: NetworkSnapshot { core.state.withLock { $0.snapshot } }
 
@@ -277,6 +301,8 @@ final class MonitorCore: Sendable {
     let configuration: NetlinkMonitor.Configuration
     let logger: Logger
     let state = Mutex(State())
+    /// Runs tasks on the thread while it runs (``NetlinkMonitor/taskExecutor``).
+    let executor = MonitorExecutor()
 
     init(configuration: NetlinkMonitor.Configuration, logger: Logger) {
         self.configuration = configuration
@@ -310,8 +336,10 @@ final class MonitorCore: Sendable {
                     let tid = syncd_gettid()
                     state.withLock { $0.threadID = tid }
                     let loop: NetlinkEventLoop
+                    let jobFD: Int32
                     do {
                         loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
+                        jobFD = try executor.attach()
                     } catch {
                         close(readFD)
                         threadEnded()
@@ -320,7 +348,7 @@ final class MonitorCore: Sendable {
                     }
                     state.withLock { $0.phase = .running }
                     ready.resume()
-                    loop.run(wakeFD: readFD)
+                    loop.run(wakeFD: readFD, jobFD: jobFD)
                     close(readFD)
                     threadEnded()
                 }
@@ -399,6 +427,8 @@ final class MonitorCore: Sendable {
 
     /// The thread's last act: the wake pipe closes, streams and observers finish, waiters resume.
     private func threadEnded() {
+        // First, so that whatever the ending wakes below resumes on another thread.
+        executor.detach()
         let (broadcast, observers, waiters, stopWaiters) = state.withLock { state in
             if state.wakeFD >= 0 { close(state.wakeFD) }
             state.wakeFD = -1
@@ -418,7 +448,7 @@ final class MonitorCore: Sendable {
         for waiter in stopWaiters { waiter.resume() }
     }
 
-    private static func makePipe() throws(NetlinkError) -> (Int32, Int32) {
+    static func makePipe() throws(NetlinkError) -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
         guard pipe2(&fds, O_CLOEXEC | O_NONBLOCK) == 0 else { throw NetlinkError("pipe", errno: errno) }
         return (fds[0], fds[1])

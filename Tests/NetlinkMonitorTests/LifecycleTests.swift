@@ -2,6 +2,7 @@ import ConnectivityPolicy
 import Logging
 import NetlinkMonitor
 import ServiceLifecycle
+import Synchronization
 import TestSupport
 import Testing
 
@@ -74,5 +75,83 @@ struct MonitorLifecycleTests {
         await group.triggerGracefulShutdown()
         try await running.value
         #expect(try await ProcessThreads.waitUntilGone(tid))
+    }
+
+    @Test func tasksPreferringTheExecutorRunOnTheMonitorsThreadAndComeBackToIt() async throws {
+        let monitor = NetlinkMonitor()
+        let tid = try await started(monitor)
+        let threads = await Task(executorPreference: monitor.taskExecutor) { () async -> [Int32?] in
+            let first = ProcessThreads.currentID
+            // Resumed by a timer on another thread: that thread has to wake the monitor's.
+            try? await Task.sleep(for: .milliseconds(20))
+            let afterSleep = ProcessThreads.currentID
+            var snapshots = monitor.snapshots().makeAsyncIterator()
+            _ = await snapshots.next()
+            return [first, afterSleep, ProcessThreads.currentID]
+        }.value
+        #expect(threads == [tid, tid, tid])
+
+        // A verdict consumer on the executor receives the first verdict on the monitor's thread.
+        let verdictThread = await Task(executorPreference: monitor.taskExecutor) { () async -> Int32? in
+            for await _ in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {
+                return ProcessThreads.currentID
+            }
+            return nil
+        }.value
+        #expect(verdictThread == tid)
+        await monitor.stop()
+    }
+
+    @Test func aStoppedMonitorsExecutorRunsTasksElsewhereAndNeverStrandsThem() async throws {
+        let monitor = NetlinkMonitor()
+        let notStarted = await Task(executorPreference: monitor.taskExecutor) { ProcessThreads.currentID }.value
+        #expect(notStarted != nil, "a monitor that never started still runs its executor's tasks")
+
+        let tid = try await started(monitor)
+        let gate = Gate()
+        // Suspended on the monitor's thread while the monitor stops; resumed after it stopped.
+        let waiting = Task(executorPreference: monitor.taskExecutor) { () async -> [Int32?] in
+            let before = ProcessThreads.currentID
+            await gate.wait()
+            return [before, ProcessThreads.currentID]
+        }
+        try await waitUntil("the task waits at the gate") { gate.isWaiting }
+        await monitor.stop()
+        #expect(try await ProcessThreads.waitUntilGone(tid))
+        gate.open()
+        let threads = await waiting.value
+        #expect(threads.first == tid)
+        #expect(threads.last != tid && threads.last != nil, "resumed on another thread once the monitor's had ended")
+
+        let restarted = try await started(monitor)
+        #expect(await Task(executorPreference: monitor.taskExecutor) { ProcessThreads.currentID }.value == restarted)
+        await monitor.stop()
+    }
+}
+
+/// A continuation one task waits on and another opens, from any thread.
+private final class Gate: Sendable {
+    private let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, open: Bool)>((nil, false))
+
+    var isWaiting: Bool { state.withLock { $0.waiter != nil } }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let openAlready = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiter = continuation
+                return false
+            }
+            if openAlready { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiter = state.withLock { state in
+            state.open = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
     }
 }

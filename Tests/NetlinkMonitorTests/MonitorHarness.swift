@@ -14,15 +14,21 @@ final class MonitorHarness: Sendable {
     private let recorded = Recorder()
     private let consumer: Task<Void, Never>
 
-    init(destination: Destination = .internet, configure: Bool = true, receiveBufferSize: Int = 8 << 20, settle: Duration = .zero) async throws {
+    /// - Parameter onMonitorThread: consume the verdicts in a task that prefers the monitor's
+    ///   executor (``NetlinkMonitor/taskExecutor``) instead of the global one.
+    init(destination: Destination = .internet, configure: Bool = true, receiveBufferSize: Int = 8 << 20, settle: Duration = .zero, onMonitorThread: Bool = false) async throws {
         topology = try await VethTopology(configure: configure)
         monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path, receiveBufferSize: receiveBufferSize))
         try await monitor.start()
         self.destination = destination
         let stream = ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: settle)
         let recorded = self.recorded
-        consumer = Task {
-            for await verdict in stream { recorded.values.withLock { $0.append(verdict) } }
+        consumer = Task(executorPreference: onMonitorThread ? monitor.taskExecutor : nil) {
+            for await verdict in stream {
+                let thread = ProcessThreads.currentID
+                recorded.values.withLock { $0.append(verdict) }
+                recorded.threads.withLock { $0.append(thread) }
+            }
         }
     }
 
@@ -31,6 +37,8 @@ final class MonitorHarness: Sendable {
     }
 
     var verdicts: [Verdict] { recorded.values.withLock { $0 } }
+    /// The thread that received each verdict.
+    var consumerThreads: [Int32?] { recorded.threads.withLock { $0 } }
     var latest: Verdict? { verdicts.last }
 
     /// Runs `ip` in the client namespace.
@@ -74,6 +82,7 @@ final class MonitorHarness: Sendable {
 
 final class Recorder: Sendable {
     let values = Mutex<[Verdict]>([])
+    let threads = Mutex<[Int32?]>([])
 }
 
 extension Verdict {

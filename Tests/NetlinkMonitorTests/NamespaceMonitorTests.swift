@@ -32,6 +32,23 @@ struct NamespaceMonitorTests {
         #expect(h.monitor.statistics.routeResyncs >= 2)
     }
 
+    @Test func aConsumerOnTheMonitorsExecutorFollowsCarrierOnTheMonitorsThread() async throws {
+        try Privileges.requireRoot()
+        let h = try await MonitorHarness(destination: .addresses([IPAddress("198.51.100.7")!]), onMonitorThread: true)
+        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        try await h.server("link", "set", VethTopology.serverLink, "down")
+        try await h.expectSettled("peer down") { $0.isOffline(.noCarrier) }
+        try await h.client("link", "set", link, "down")
+        try await h.server("link", "set", VethTopology.serverLink, "up")
+        try await h.client("link", "set", link, "up")
+        try await h.expectSettled("admin up, routes flushed") { $0.isOffline(.noRoute) }
+        try await h.client("route", "add", "default", "via", VethTopology.serverAddress, "dev", link)
+        try await h.expectSettled("default route re-added") { $0.isOnline(via: link) }
+        let tid = try #require(h.monitor.threadID)
+        #expect(h.consumerThreads.count == h.verdicts.count)
+        #expect(h.consumerThreads.allSatisfy { $0 == tid }, "every verdict was received on the monitor's thread: \(h.consumerThreads) vs \(tid)")
+    }
+
     @Test func adminDownThenUpWithNothingReaddedHasNoRoute() async throws {
         try Privileges.requireRoot()
         let h = try await MonitorHarness()

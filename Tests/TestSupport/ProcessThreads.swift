@@ -7,6 +7,12 @@ public enum ProcessThreads {
         (try? String(contentsOfFile: "/proc/self/task/\(tid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The kernel's id of the calling thread, from `/proc/thread-self` (`PID/task/TID`).
+    public static var currentID: Int32? {
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self") else { return nil }
+        return target.split(separator: "/").last.flatMap { Int32($0) }
+    }
+
     /// Waits (bounded) until thread `tid` has ended; returns whether it did.
     public static func waitUntilGone(_ tid: Int32, timeout: Duration = .seconds(5)) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout

@@ -30,7 +30,8 @@ let benchmarks: @Sendable () -> Void = {
             maxIterations: iterations,
             setup: {
                 let judged = LinkLatencyRig.Judged(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_JUDGED"] ?? "") ?? .host
-                let rig = try await LinkLatencyRig(judged: judged)
+                let consumer = LinkLatencyRig.Consumer(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_CONSUMER"] ?? "") ?? .monitor
+                let rig = try await LinkLatencyRig(judged: judged, consumer: consumer)
                 holder.rig.withLock { $0 = rig }
             },
             teardown: {

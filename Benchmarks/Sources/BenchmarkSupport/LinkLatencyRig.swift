@@ -41,8 +41,19 @@ public actor LinkLatencyRig {
 
     public let judged: Judged
 
-    public init(judged: Judged = .host) async throws {
+    /// Where the verdict consumer's task runs: on the global executor, as syncd's own consumer
+    /// does, or on the monitor's thread (``NetlinkMonitor/taskExecutor``), where the hand-over
+    /// wakes no other thread.
+    public enum Consumer: String, Sendable {
+        case pool
+        case monitor
+    }
+
+    public let consumerPlacement: Consumer
+
+    public init(judged: Judged = .host, consumer placement: Consumer = .pool) async throws {
         self.judged = judged
+        consumerPlacement = placement
         topology = try await VethTopology()
         clientIndex = try await RawNetlink.linkIndex(named: VethTopology.clientLink, namespacePath: topology.client.path)
         listener = RawLinkListener(fd: try await RawNetlink.open(groups: RawNetlink.linkGroup, namespacePath: topology.client.path))
@@ -50,20 +61,28 @@ public actor LinkLatencyRig {
         monitor = NetlinkMonitor(configuration: .init(networkNamespacePath: topology.client.path))
         try await monitor.start()
         let (stamped, stamp) = AsyncStream<(Verdict, ContinuousClock.Instant)>.makeStream()
-        let monitor = self.monitor
-        // The consumer stamps each verdict the moment it arrives: that is "published" for a client.
-        consumer = Task {
-            // A host behind the default route: every snapshot asks the kernel for its route, as
-            // syncd's feeds do.
-            let destination: Destination = judged == .host ? .addresses([IPAddress("198.51.100.7")!]) : .internet
-            for await verdict in ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: .zero) {
+        // A host behind the default route: every snapshot asks the kernel for its route, as
+        // syncd's feeds do.
+        let destination: Destination = judged == .host ? .addresses([IPAddress("198.51.100.7")!]) : .internet
+        consumer = Self.consume(ConnectivityMonitor.verdicts(from: monitor, for: destination, settle: .zero), into: stamp, on: placement == .monitor ? monitor.taskExecutor : nil)
+        verdicts = stamped.makeAsyncIterator()
+        raw = listener.events.makeAsyncIterator()
+        _ = try await nextVerdict(\.isOnline)
+    }
+
+    /// The consumer stamps each verdict the moment it arrives: that is "published" for a client.
+    /// Not isolated to the rig, so that the executor preference decides where it runs.
+    private nonisolated static func consume(
+        _ verdicts: AsyncStream<Verdict>,
+        into stamp: AsyncStream<(Verdict, ContinuousClock.Instant)>.Continuation,
+        on executor: (any TaskExecutor)?
+    ) -> Task<Void, Never> {
+        Task(executorPreference: executor) {
+            for await verdict in verdicts {
                 stamp.yield((verdict, ContinuousClock.now))
             }
             stamp.finish()
         }
-        verdicts = stamped.makeAsyncIterator()
-        raw = listener.events.makeAsyncIterator()
-        _ = try await nextVerdict(\.isOnline)
     }
 
     /// Closes sockets and stops the monitor; the namespaces go with the topology.
@@ -101,7 +120,7 @@ public actor LinkLatencyRig {
         let ratio = Double(verdict.p99.wholeMicroseconds) / Double(max(1, raw.p99.wholeMicroseconds))
         let p50Ratio = Double(verdict.p50.wholeMicroseconds) / Double(max(1, raw.p50.wholeMicroseconds))
         return """
-        link-latency summary (same events, nearest-rank; judged: \(judged.rawValue)):
+        link-latency summary (same events, nearest-rank; judged: \(judged.rawValue); consumer: \(consumerPlacement.rawValue)):
           raw netlink notification:  \(raw)
           offline verdict published: \(verdict)
           added by the monitor:      \(added)
