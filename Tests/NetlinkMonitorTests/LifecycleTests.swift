@@ -129,6 +129,42 @@ struct MonitorLifecycleTests {
     }
 }
 
+extension MonitorLifecycleTests {
+    /// Many tasks hop on and off the monitor's thread (yields, which come back from the thread
+    /// itself; an actor and sleeps, which come back from other threads) while the monitor stops
+    /// and starts under them: every task finishes, so no job was lost or stranded.
+    @Test func tasksHoppingOnAndOffWhileTheMonitorRestartsAllFinish() async throws {
+        let monitor = NetlinkMonitor()
+        try await monitor.start()
+        let counter = HopCounter()
+        let tasks = (0..<40).map { index in
+            Task(executorPreference: monitor.taskExecutor) {
+                for hop in 0..<25 {
+                    switch (index + hop) % 3 {
+                    case 0: await Task.yield()
+                    case 1: await counter.add()
+                    default: try? await Task.sleep(for: .microseconds(200))
+                    }
+                }
+            }
+        }
+        for _ in 0..<5 {
+            try await Task.sleep(for: .milliseconds(3))
+            await monitor.stop()
+            try await Task.sleep(for: .milliseconds(2))
+            try await monitor.start()
+        }
+        for task in tasks { await task.value }
+        await monitor.stop()
+        #expect(await counter.count == (0..<40).reduce(0) { total, index in total + (0..<25).filter { (index + $0) % 3 == 1 }.count })
+    }
+}
+
+private actor HopCounter {
+    private(set) var count = 0
+    func add() { count += 1 }
+}
+
 /// A continuation one task waits on and another opens, from any thread.
 private final class Gate: Sendable {
     private let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, open: Bool)>((nil, false))
