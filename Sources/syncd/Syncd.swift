@@ -89,18 +89,20 @@ struct Syncd: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in JournalLogHandler(label: label, level: level) }
         let logger = Logger(label: "syncd")
 
-        var services: [any Service] = []
+        // Named: without a name, swift-service-lifecycle describes each service through
+        // reflection of all it holds (its whole configuration), at start-up, for log metadata.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if demo {
             let server = try await DemoFeedProcess.start(
                 feed: DemoDefaults.feedName, items: DemoDefaults.items, perSecond: DemoDefaults.itemsPerSecond,
                 logger: Logger(label: "syncd.demo-feed"))
             configuration = DemoDefaults.configuration(port: server.port, overriding: configuration)
             logger.info("demo feed serving on http://127.0.0.1:\(server.port)/feeds/\(DemoDefaults.feedName)")
-            services.append(server)
+            services.append(.init(service: server, serviceName: "demo feed"))
         }
-        services.append(SyncDaemonService(configuration: configuration, logger: logger))
+        services.append(.init(service: SyncDaemonService(configuration: configuration, logger: logger), serviceName: "syncd"))
         let group = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) },
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
