@@ -29,10 +29,7 @@ final class MonitorExecutor: TaskExecutor, Sendable {
         let accepted = state.withLock { state -> Bool in
             guard let thread = state.thread else { return false }
             // One wake-up covers every job queued before the thread takes them.
-            if state.jobs.isEmpty, pthread_equal(thread, pthread_self()) == 0 {
-                var byte: UInt8 = 1
-                _ = write(state.writeFD, &byte, 1)
-            }
+            if state.jobs.isEmpty, pthread_equal(thread, pthread_self()) == 0 { MonitorCore.wake(state.writeFD) }
             state.jobs.append(job)
             return true
         }

@@ -382,9 +382,10 @@ final class MonitorCore: Sendable {
         state.withLock { Self.wake($0.wakeFD) }
     }
 
-    /// Called under the lock, which is what keeps the descriptor from being closed (and its
-    /// number reused) in between; the pipe is non-blocking, and a full pipe already wakes.
-    private static func wake(_ fd: Int32) {
+    /// Writes a byte to a wake-up pipe (this core's, or its executor's). Called under the lock
+    /// that guards the descriptor, which is what keeps it from being closed (and its number
+    /// reused) in between; the pipe is non-blocking, and a full pipe already wakes.
+    static func wake(_ fd: Int32) {
         guard fd >= 0 else { return }
         var byte: UInt8 = 1
         _ = write(fd, &byte, 1)
