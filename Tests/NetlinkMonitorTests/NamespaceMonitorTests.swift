@@ -64,54 +64,78 @@ struct NamespaceMonitorTests {
 
     @Test func carrierLossIsPublishedAheadOfLibnlThenInFull() async throws {
         try Privileges.requireRoot()
-        let h = try await MonitorHarness(destination: .addresses([IPAddress("198.51.100.7")!]))
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
-        let snapshots = Mutex<[NetworkSnapshot]>([])
-        let token = h.monitor.addObserver { snapshot in snapshots.withLock { $0.append(snapshot) } }
-        defer { h.monitor.removeObserver(token) }
-        let before = h.monitor.statistics.lossesPublishedAhead
-
-        try await h.server("link", "set", VethTopology.serverLink, "down")
-        try await h.expectSettled("peer down") { $0.isOffline(.noCarrier) }
-        let ahead = h.monitor.statistics.lossesPublishedAhead
-        #expect(ahead > before)
-        // The first snapshot without carrier (route notifications may have come before it) is
-        // already offline, with an answer for the tracked host.
         let host = IPAddress("198.51.100.7")!
-        let first = try #require(snapshots.withLock { $0.first { $0.links.first { $0.name == link }?.hasCarrier == false } })
-        #expect(first.kernelRoutes[host] != nil)
-        #expect(ConnectivityPolicy.evaluate(first, for: h.destination) == .offline(.noCarrier))
+        let h = try await MonitorHarness(destination: .addresses([host]))
+        try await h.expectSettled("initial") { $0.isOnline(via: link) }
 
+        let peerDownAhead = try await loseCarrierUntilPublishedAhead(h, "peer down") {
+            try await h.server("link", "set", VethTopology.serverLink, "down")
+        } check: { published, _, _ in
+            // The first snapshot without carrier (route notifications may have come before it) is
+            // already offline, with an answer for the tracked host.
+            let first = try #require(published.first { $0.links.first { $0.name == link }?.hasCarrier == false })
+            #expect(first.kernelRoutes[host] != nil)
+            #expect(ConnectivityPolicy.evaluate(first, for: h.destination) == .offline(.noCarrier))
+        } restore: {
+            try await h.server("link", "set", VethTopology.serverLink, "up")
+            try await h.expectSettled("peer up") { $0.isOnline(via: link) }
+        }
+        #expect(peerDownAhead, "a peer-down's carrier loss was published ahead of libnl")
+
+        let aheadBeforeGain = h.monitor.statistics.lossesPublishedAhead
         try await h.server("link", "set", VethTopology.serverLink, "up")
         try await h.expectSettled("peer up") { $0.isOnline(via: link) }
         // A gain is never published ahead: it waits for the re-dump.
-        #expect(h.monitor.statistics.lossesPublishedAhead == ahead)
-        // The peek sees only the socket's first datagram: a notification still queued from the
-        // peer's return (the kernel's link watch runs late on a loaded machine) can stand before
-        // the admin-down's, and the loss then takes the ordinary path. Up to three tries, so
-        // that such a straggler cannot decide the test; the ahead path must be taken in one.
-        var aheadAfterAdminDown = false
-        for attempt in 1...3 where !aheadAfterAdminDown {
-            let beforeAdminDown = try #require(h.monitor.snapshot.kernelRoutes[host])
-            let aheadBefore = h.monitor.statistics.lossesPublishedAhead
-            snapshots.withLock { $0 = [] }
+        #expect(h.monitor.statistics.lossesPublishedAhead == aheadBeforeGain)
+
+        let adminDownAhead = try await loseCarrierUntilPublishedAhead(h, "admin down") {
             try await h.client("link", "set", link, "down")
-            try await h.expectSettled("admin down, try \(attempt)") { $0.isOffline(.noCarrier) }
-            aheadAfterAdminDown = h.monitor.statistics.lossesPublishedAhead > aheadBefore
+        } check: { published, before, ahead in
             // The admin-down flushed the route, but the loss went out ahead with the answer from
             // before it: with no link but loopback keeping a carrier, the kernel is not asked on
             // that path. The full snapshots after it asked, and the kernel found no route.
-            let published = snapshots.withLock { $0 }
+            let answerBefore = try #require(before.kernelRoutes[host])
             let lost = try #require(published.first { $0.links.first { $0.name == link }?.hasCarrier == false })
-            if aheadAfterAdminDown { #expect(lost.kernelRoutes[host] == beforeAdminDown) }
-            #expect(published.last?.kernelRoutes[host] != beforeAdminDown)
-            if !aheadAfterAdminDown {
-                try await h.client("link", "set", link, "up")
-                try await h.client("route", "replace", "default", "via", VethTopology.serverAddress, "dev", link)
-                try await h.expectSettled("admin up again") { $0.isOnline(via: link) }
-            }
+            if ahead { #expect(lost.kernelRoutes[host] == answerBefore) }
+            #expect(published.last?.kernelRoutes[host] != answerBefore)
+        } restore: {
+            try await h.client("link", "set", link, "up")
+            try await h.client("route", "replace", "default", "via", VethTopology.serverAddress, "dev", link)
+            try await h.expectSettled("admin up again") { $0.isOnline(via: link) }
         }
-        #expect(aheadAfterAdminDown, "an admin-down's carrier loss was published ahead of libnl")
+        #expect(adminDownAhead, "an admin-down's carrier loss was published ahead of libnl")
+    }
+
+    /// Takes the client link's carrier away with `lose` until the loss went out ahead of libnl,
+    /// up to three times, bringing it back with `restore` between tries; `check` sees each try's
+    /// published snapshots, the snapshot from before it, and whether it went out ahead.
+    ///
+    /// The peek sees only the link socket's first datagram: a notification still queued (the
+    /// link-local address's DAD, or the kernel's link watch running late on a loaded machine)
+    /// can stand before the loss's, and the loss then takes the ordinary path. That is correct,
+    /// but it is not what these tries are for, so such a straggler must not decide the test.
+    private func loseCarrierUntilPublishedAhead(
+        _ h: MonitorHarness,
+        _ what: String,
+        lose: () async throws -> Void,
+        check: ([NetworkSnapshot], NetworkSnapshot, Bool) throws -> Void,
+        restore: () async throws -> Void
+    ) async throws -> Bool {
+        let snapshots = Mutex<[NetworkSnapshot]>([])
+        let token = h.monitor.addObserver { snapshot in snapshots.withLock { $0.append(snapshot) } }
+        defer { h.monitor.removeObserver(token) }
+        for attempt in 1...3 {
+            if attempt > 1 { try await restore() }
+            let before = h.monitor.snapshot
+            let aheadBefore = h.monitor.statistics.lossesPublishedAhead
+            snapshots.withLock { $0 = [] }
+            try await lose()
+            try await h.expectSettled("\(what), try \(attempt)") { $0.isOffline(.noCarrier) }
+            let ahead = h.monitor.statistics.lossesPublishedAhead > aheadBefore
+            try check(snapshots.withLock { $0 }, before, ahead)
+            if ahead { return true }
+        }
+        return false
     }
 
     @Test func addressRemovalIsNoAddress() async throws {
