@@ -66,6 +66,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var draining: [Int: Task<FeedPage, any Error>] = [:]
     /// The server asked for no older request before this (a Retry-After on a page fetched ahead).
     private var olderNotBefore: C.Instant?
+    /// A backfill commit waiting for the pages right behind it (``gatherBackfill(after:)``).
+    private var arrivalWaiter: CheckedContinuation<Void, Never>?
     private var started = false
     private var stopped = false
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
@@ -329,11 +331,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         if direction == .older, let cursor = request.cursor { arrived[cursor] = nil }
         // Checked synchronously on the actor right before the commit: an answer to a request
         // that going offline (or stop) cancelled is never stored.
-        guard !stopped, machine.isRunning(request.token, in: direction) else {
-            logger.debug("dropped answer of a cancelled request", metadata: ["direction": "\(direction)"])
-            droppedAnswers += 1
-            return
-        }
+        guard isWanted(request) else { return }
         switch result {
         case .success(let page):
             largestPage = max(largestPage, page.items.count)
@@ -345,6 +343,13 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
                     fetchAhead(next)
                 }
                 readAheadOrigin = direction
+            }
+            if direction == .older, let next {
+                committingItems[direction] = page.items.count
+                await gatherBackfill(after: next)
+                committingItems[direction] = nil
+                // Checked again after the wait, for the same reason as above.
+                guard isWanted(request) else { return }
             }
             // Older pages that arrived while the last commit ran go into this one's transaction.
             let ahead = direction == .older ? takeArrived(after: page, next: next) : []
@@ -383,6 +388,55 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             if direction == .older { abandonPrefetch() }
             apply(.failed(direction, request.token, feedError))
         }
+    }
+
+    /// Whether the machine still waits for this request's answer; an answer it no longer waits
+    /// for (going offline or stopping cancelled the request) is dropped, never stored.
+    private func isWanted(_ request: FetchRequest) -> Bool {
+        guard !stopped, machine.isRunning(request.token, in: request.direction) else {
+            logger.debug("dropped answer of a cancelled request", metadata: ["direction": "\(request.direction)"])
+            droppedAnswers += 1
+            return false
+        }
+        return true
+    }
+
+    /// Waits, at most ``SyncConfiguration/backfillCommitDelay``, for the pages fetched ahead right
+    /// behind the older page about to be committed (whose older cursor is `next`), so that one
+    /// transaction stores up to ``SyncConfiguration/backfillCommitPages`` of them.
+    ///
+    /// A commit costs mostly per transaction, not per row: SQLite's write-ahead log takes the
+    /// B-trees' partly filled edge pages again at every commit. Committing each page as it
+    /// arrived wrote the log twice over and made the store's thread 18% busier (BENCHMARKS.md).
+    /// The wait never holds the network back: it takes at most half the read-ahead, and it ends
+    /// as soon as no further page is on its way.
+    private func gatherBackfill(after next: String) async {
+        let configuration = machine.configuration
+        let wanted = min(configuration.backfillCommitPages, max(1, configuration.readAheadPages / 2)) - 1
+        guard wanted > 0, configuration.backfillCommitDelay > .zero else { return }
+        let deadline = time.clock.now.advanced(by: configuration.backfillCommitDelay)
+        while !stopped, readAhead.first?.cursor.isExactly(next) ?? false {
+            let ready = readAhead.prefix { arrived[$0.cursor] != nil }.count
+            guard ready < wanted, ready < readAhead.count, time.clock.now < deadline else { return }
+            await waitForArrival(until: deadline)
+        }
+    }
+
+    /// Suspends until a page fetched ahead arrives or fails, the read-ahead is dropped, or
+    /// `deadline` passes; ``gatherBackfill(after:)`` looks again after any of them.
+    private func waitForArrival(until deadline: C.Instant) async {
+        let clock = time.clock
+        let timer = Task { [weak self] in
+            guard (try? await clock.sleep(until: deadline, tolerance: nil)) != nil else { return }
+            await self?.wakeArrivalWaiter()
+        }
+        await withCheckedContinuation { arrivalWaiter = $0 }
+        timer.cancel()
+    }
+
+    private func wakeArrivalWaiter() {
+        arrivalWaiter?.resume()
+        arrivalWaiter = nil
     }
 
     /// The pages fetched ahead that follow `page` one after another and have all arrived, taken
@@ -467,6 +521,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// A page fetched ahead failed: a Retry-After in its answer holds back the older requests.
     private func failedAhead(_ error: any Error, id: Int) {
         draining[id] = nil
+        wakeArrivalWaiter()
         guard let wait = (error as? FeedError)?.retryAfter else { return }
         let until = time.clock.now.advanced(by: wait)
         if olderNotBefore.map({ $0 < until }) ?? true { olderNotBefore = until }
@@ -485,6 +540,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// it if there is room.
     private func arrivedAhead(_ page: FeedPage, cursor: String, id: Int) {
         draining[id] = nil
+        defer { wakeArrivalWaiter() }
         let isTail = readAheadTail?.isExactly(cursor) ?? false
         guard !stopped, isTail || readAhead.contains(where: { $0.cursor.isExactly(cursor) }) else { return }
         arrived[cursor] = page
@@ -530,6 +586,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     }
 
     private func dropPrefetch() {
+        wakeArrivalWaiter()
         for entry in readAhead { arrived[entry.cursor] = nil }
         readAhead = []
         readAheadOrigin = nil

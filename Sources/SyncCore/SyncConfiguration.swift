@@ -23,6 +23,16 @@ public struct SyncConfiguration: Sendable, Hashable {
     /// The item bytes of pages fetched ahead and not yet committed past which no further page is
     /// asked for, so feeds with large pages hold fewer of them. At least 1.
     public var readAheadBytes: Int
+    /// Older pages a backfill stores in one transaction at most, when they arrive close behind
+    /// each other: a page waits up to ``backfillCommitDelay`` for those fetched ahead right behind
+    /// it. Fewer, larger transactions cost the store much less per item. At most half of
+    /// ``readAheadPages`` is used, so the network never waits for the store; 1 commits every
+    /// page as it arrives.
+    public var backfillCommitPages: Int
+    /// How long a backfill page waits, at most, for the pages behind it before it is committed
+    /// with those that arrived (``backfillCommitPages``); zero commits every page as it arrives.
+    /// A backfill's pages are old items, so a short wait is not seen.
+    public var backfillCommitDelay: Duration
 
     /// A configuration; negative values are raised to the smallest that makes sense.
     public init(
@@ -33,7 +43,9 @@ public struct SyncConfiguration: Sendable, Hashable {
         refreshOnStart: Bool = true,
         gapPageLimit: Int = 10,
         readAheadPages: Int = 16,
-        readAheadBytes: Int = 8 << 20
+        readAheadBytes: Int = 8 << 20,
+        backfillCommitPages: Int = 8,
+        backfillCommitDelay: Duration = .milliseconds(20)
     ) {
         self.retry = retry
         self.reconnectSpread = max(.zero, reconnectSpread)
@@ -43,6 +55,8 @@ public struct SyncConfiguration: Sendable, Hashable {
         self.gapPageLimit = max(1, gapPageLimit)
         self.readAheadPages = max(1, readAheadPages)
         self.readAheadBytes = max(1, readAheadBytes)
+        self.backfillCommitPages = max(1, backfillCommitPages)
+        self.backfillCommitDelay = max(.zero, backfillCommitDelay)
     }
 
     /// The defaults: no periodic refresh, no backfill, refresh on start.

@@ -245,7 +245,7 @@ struct FeedCoordinatorTests {
     @Test func backfillFetchesTheNextOlderPageWhileThePreviousIsCommitted() async throws {
         let source = ScriptedSource()
         let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
         await feed.start()
         await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
         await store.waitUntilHolding(commit: 1)
@@ -274,7 +274,7 @@ struct FeedCoordinatorTests {
         let store = GatedStore()
         // The first commit is held; the pages behind it arrive one after another.
         let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4), answering: ["19", "17", "15", "13"])
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4, backfillCommitPages: 1), answering: ["19", "17", "15", "13"])
         #expect(await source.callCount == 5, "four pages ahead, no more")
         await store.release()
         // The first commit is done and the next page taken: room for one more.
@@ -299,7 +299,7 @@ struct FeedCoordinatorTests {
         let store = GatedStore()
         // Each page below holds two items of 11 bytes: the budget is passed by the second page.
         let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40), answering: ["19", "17"])
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40, backfillCommitPages: 1), answering: ["19", "17"])
         #expect(await source.callCount == 3, "44 bytes arrived against a budget of 40: no third page ahead")
         await store.release()
         // The commit takes the pages that arrived: the read-ahead goes on.
@@ -338,14 +338,14 @@ struct FeedCoordinatorTests {
     /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
     private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<TestClock<Duration>> {
         let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 100), answering: ["19", "17", "15", "13"])
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), answering: ["19", "17", "15", "13"])
         await store.release()
         return feed
     }
 
     @Test func theNextPageIsAskedForAsSoonAsItsCursorIsKnown() async throws {
         let source = ScriptedSource()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100))
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1))
         await feed.start()
         await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
         #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "19"))
@@ -372,7 +372,7 @@ struct FeedCoordinatorTests {
 
     @Test func aRetryAfterOnAPageFetchedAheadHoldsBackTheRetry() async throws {
         let source = ScriptedSource()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100))
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1))
         await feed.start()
         await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
         await source.respond(1, page(["18", "17"], older: "17", newer: nil))
@@ -451,10 +451,106 @@ struct FeedCoordinatorTests {
         #expect(await source.callCount == 8, "none of the pages committed ahead is fetched again")
     }
 
+    /// A backfill page waits for the pages close behind it, so that one transaction stores up to
+    /// `backfillCommitPages` of them; the wait ends once enough arrived.
+    @Test func aBackfillGathersThePagesCloseBehindIntoOneTransaction() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
+        let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        // The pages at 17, 15 and 13 arrive one after another (each asked for once the one before
+        // it arrived: this source gives no cursor from headers); the fourth page completes the group.
+        for (id, cursor) in zip(2..., ["17", "15", "13"]) {
+            #expect(await store.commitsStarted == 1, "still gathering before page \(id)")
+            try await answerOlder(source, id, cursor: cursor)
+        }
+        await store.waitUntilHolding(commit: 2)
+        #expect(await store.transactionSizes == [1, 4])
+        await store.release()
+        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
+        await source.respond(5, page(["10"], older: nil, newer: nil))
+        await store.waitUntilHolding(commit: 3)
+        await store.release()
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        #expect(state.itemCount == 11)
+        #expect(await store.transactionSizes == [1, 4, 1])
+        await Task.megaYield()
+        #expect(await source.callCount == 6, "one request per page, none after the end")
+    }
+
+    /// A page whose successor is slow waits no longer than `backfillCommitDelay` on the injected
+    /// clock, then is committed with what arrived: here, alone.
+    @Test func aBackfillPageWaitsForTheNextNoLongerThanTheCommitDelay() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
+        let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        await clock.advance(by: .milliseconds(19))
+        await Task.megaYield()
+        #expect(await store.commitsStarted == 1, "the page waits for the one on its way")
+        await clock.advance(by: .milliseconds(1))
+        await store.waitUntilHolding(commit: 2)
+        #expect(await store.transactionSizes == [1, 1])
+        await store.release()
+        // The slow page comes and ends the feed; nothing waits behind it.
+        await source.respond(2, page(["16"], older: nil, newer: nil))
+        await store.waitUntilHolding(commit: 3)
+        await store.release()
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(try await feed.items().map(\.id) == (16...20).reversed().map(String.init))
+        #expect(state.itemCount == 5)
+        #expect(await store.transactionSizes == [1, 1, 1])
+    }
+
+    /// Going offline while a page waits for the ones behind it: the wait ends, the page is
+    /// dropped uncommitted like any answer to a cancelled request, and it is fetched again later.
+    @Test func goingOfflineWhileABackfillPageWaitsDropsItUncommitted() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
+        let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        await feed.connectivityChanged(noCarrier)
+        await source.waitUntilCancelled(2)
+        await feed.waitFor { $0.isOffline }
+        await Task.megaYield()
+        #expect(await store.commitsStarted == 1)
+        #expect(await feed.droppedAnswers == 1)
+        #expect(try await feed.items().map(\.id) == ["20", "19"])
+        await feed.connectivityChanged(online)
+        // Back online: the page at 19 is asked for again, beside the reconnect refresh.
+        let again = [await source.call(3), await source.call(4)]
+        #expect(again.contains { $0.direction == "older" && $0.cursor == "19" })
+        #expect(again.contains { $0.direction == "newer" && $0.cursor == "20" })
+    }
+
+    /// Starts a backfill of pages of two items grouped by four, commits its first page (20, 19),
+    /// and answers the first older page (at 19): it then waits for the page at 17, asked for and
+    /// not answered.
+    private func backfillWaitingBehindItsFirstOlderPage(
+        _ source: ScriptedSource, _ store: GatedStore
+    ) async throws -> FeedCoordinator<TestClock<Duration>> {
+        let configuration = SyncConfiguration(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 4, backfillCommitDelay: .milliseconds(20))
+        let feed = try await coordinator(source, configuration, store: store)
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await store.waitUntilHolding(commit: 1)
+        await store.release()
+        try await answerOlder(source, 1, cursor: "19")
+        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        await Task.megaYield()
+        #expect(await store.commitsStarted == 1, "the page at 19 waits for the one behind it")
+        return feed
+    }
+
+    /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
+    private func answerOlder(_ source: ScriptedSource, _ id: Int, cursor: String) async throws {
+        #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
+        let top = try #require(Int(cursor)) - 1
+        await source.respond(id, page([String(top), String(top - 1)], older: String(top - 1), newer: nil))
+    }
+
     @Test func goingOfflineDuringACommitCancelsTheEarlyFetchAndNothingOfItIsStored() async throws {
         let source = ScriptedSource(ignoresCancellation: true)
         let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100), store: store)
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
         await feed.start()
         await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
         await store.waitUntilHolding(commit: 1)
