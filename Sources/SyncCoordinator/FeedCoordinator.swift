@@ -405,33 +405,33 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// behind the older page about to be committed (whose older cursor is `next`), so that one
     /// transaction stores up to ``SyncConfiguration/backfillCommitPages`` of them.
     ///
-    /// A commit costs mostly per transaction, not per row: SQLite's write-ahead log takes the
-    /// B-trees' partly filled edge pages again at every commit. Committing each page as it
-    /// arrived wrote the log twice over and made the store's thread 18% busier (BENCHMARKS.md).
-    /// The wait never holds the network back: it takes at most half the read-ahead, and it ends
-    /// as soon as no further page is on its way.
+    /// Much of a commit's cost is per transaction, not per row: SQLite's write-ahead log takes
+    /// the B-trees' partly filled edge pages again at every commit. A backfill on loopback used
+    /// to commit most pages alone, and its store wrote a third more and used a quarter more CPU
+    /// (BENCHMARKS.md). The wait never holds the network back: it takes at most half the
+    /// read-ahead, and it ends as soon as no further page is on its way. One timer covers the
+    /// whole wait: a timer per arrival cost the event loop as much as the grouping saved.
     private func gatherBackfill(after next: String) async {
         let configuration = machine.configuration
         let wanted = min(configuration.backfillCommitPages, max(1, configuration.readAheadPages / 2)) - 1
         guard wanted > 0, configuration.backfillCommitDelay > .zero else { return }
         let deadline = time.clock.now.advanced(by: configuration.backfillCommitDelay)
+        var timer: Task<Void, Never>?
+        defer { timer?.cancel() }
         while !stopped, readAhead.first?.cursor.isExactly(next) ?? false {
             let ready = readAhead.prefix { arrived[$0.cursor] != nil }.count
             guard ready < wanted, ready < readAhead.count, time.clock.now < deadline else { return }
-            await waitForArrival(until: deadline)
+            if timer == nil {
+                let clock = time.clock
+                timer = Task { [weak self] in
+                    guard (try? await clock.sleep(until: deadline, tolerance: nil)) != nil else { return }
+                    await self?.wakeArrivalWaiter()
+                }
+            }
+            // Woken when a page fetched ahead arrives or fails, the read-ahead is dropped, or the
+            // deadline passes: the loop looks again after any of them.
+            await withCheckedContinuation { arrivalWaiter = $0 }
         }
-    }
-
-    /// Suspends until a page fetched ahead arrives or fails, the read-ahead is dropped, or
-    /// `deadline` passes; ``gatherBackfill(after:)`` looks again after any of them.
-    private func waitForArrival(until deadline: C.Instant) async {
-        let clock = time.clock
-        let timer = Task { [weak self] in
-            guard (try? await clock.sleep(until: deadline, tolerance: nil)) != nil else { return }
-            await self?.wakeArrivalWaiter()
-        }
-        await withCheckedContinuation { arrivalWaiter = $0 }
-        timer.cancel()
     }
 
     private func wakeArrivalWaiter() {
