@@ -18,12 +18,21 @@ public final class HTTPFeedClient: Sendable {
         /// Upper bound on any decompressed body, a guard against compression bombs; each
         /// source's own ``HTTPFeedConfiguration/maxBodyBytes`` is usually lower.
         public var maxDecompressedBytes: Int
+        /// How long a connection with no request on it stays open for the next one. Closing it
+        /// wakes the process, so a client whose next request is far away (a refresh every hour)
+        /// does better with a short one: it then holds no socket and arms no timer while idle.
+        public var idleTimeout: Duration
 
-        /// Pool settings: 10 seconds to connect, decompression on, at most 64 MiB decompressed.
-        public init(connectTimeout: Duration = .seconds(10), decompression: Bool = true, maxDecompressedBytes: Int = 64 << 20) {
+        /// Pool settings: 10 seconds to connect, decompression on, at most 64 MiB decompressed,
+        /// idle connections kept for 60 seconds.
+        public init(
+            connectTimeout: Duration = .seconds(10), decompression: Bool = true, maxDecompressedBytes: Int = 64 << 20,
+            idleTimeout: Duration = .seconds(60)
+        ) {
             self.connectTimeout = connectTimeout
             self.decompression = decompression
             self.maxDecompressedBytes = maxDecompressedBytes
+            self.idleTimeout = max(.milliseconds(1), idleTimeout)
         }
     }
 
@@ -43,6 +52,7 @@ public final class HTTPFeedClient: Sendable {
         // or "no route to host" at once instead of a connect timeout much later.
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.retryConnectionEstablishment = false
+        pool.idleTimeout = .nanoseconds(Int64(options.idleTimeout.totalNanoseconds))
         let configuration = HTTPClient.Configuration(
             tlsConfiguration: TLSDefaults.client(),
             // Sources follow redirects themselves: only to the same origin (or https on the same

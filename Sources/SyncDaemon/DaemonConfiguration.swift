@@ -145,3 +145,24 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         return text + message
     }
 }
+
+extension DaemonConfiguration {
+    /// How long the feeds' pool keeps a connection with no request on it.
+    ///
+    /// Long enough for the next periodic refresh to reuse it when some feed refreshes within a
+    /// minute. Otherwise nothing scheduled comes back before a server would close it anyway, so
+    /// it goes two seconds after the last request (a sync's own requests follow each other with
+    /// no pause): an idle daemon then holds no socket, and the pool's close does not wake it a
+    /// minute later (BENCHMARKS.md, idle cost).
+    var idleConnectionTimeout: Duration {
+        let soonest = feeds.compactMap(\.sync.refreshInterval).min()
+        if let soonest, soonest + Self.refreshReuseMargin <= Self.longestIdleConnection {
+            return soonest + Self.refreshReuseMargin
+        }
+        return Self.shortIdleConnection
+    }
+
+    static let refreshReuseMargin: Duration = .seconds(5)
+    static let longestIdleConnection: Duration = .seconds(60)
+    static let shortIdleConnection: Duration = .seconds(2)
+}

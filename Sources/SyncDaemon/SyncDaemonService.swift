@@ -62,7 +62,7 @@ public struct SyncDaemonService: Service {
             throw error
         }
 
-        let client = HTTPFeedClient(options: .init(connectTimeout: configuration.connectTimeout))
+        let client = HTTPFeedClient(options: .init(connectTimeout: configuration.connectTimeout, idleTimeout: configuration.idleConnectionTimeout))
         let checker = configuration.connectivityCheck.map { check in
             ConnectivityChecker(
                 configuration: .init(url: check.url, expectedStatus: check.status, expectedBody: check.body, interval: check.interval, timeout: check.timeout),

@@ -33,6 +33,62 @@ struct ClientLifetimeTests {
         await server.stop()
     }
 
+    /// A pooled connection left idle past `idleTimeout` is closed, and one within it is kept;
+    /// the kernel's table of TCP sockets is the judge.
+    @Test func anIdleConnectionIsClosedAfterTheIdleTimeout() async throws {
+        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 3)])
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        let shortServer = try DemoFeedServer(configuration: configuration, logger: quietLogger)
+        let longServer = try DemoFeedServer(configuration: configuration, logger: quietLogger)
+        try await shortServer.start()
+        try await longServer.start()
+        let short = HTTPFeedClient(options: .init(idleTimeout: .seconds(1)))
+        let long = HTTPFeedClient(options: .init(idleTimeout: .seconds(60)))
+        do {
+            let shortPort = try #require(shortServer.port), longPort = try #require(longServer.port)
+            #expect(try await longServer.source("home", client: long).fetchInitial().items.count == 3)
+            #expect(try await shortServer.source("home", client: short).fetchInitial().items.count == 3)
+            let fetched = ContinuousClock.now
+            let open = try establishedConnections(toPort: shortPort)
+            // Seen open well within its second, unless this machine stalled that long.
+            if ContinuousClock.now - fetched < .milliseconds(800) { #expect(open == 1, "open after the fetch") }
+            #expect(try establishedConnections(toPort: longPort) == 1)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while try establishedConnections(toPort: shortPort) > 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(try establishedConnections(toPort: shortPort) == 0, "closed after a second idle")
+            #expect(try establishedConnections(toPort: longPort) == 1, "kept within 60 s")
+        } catch {
+            try? await short.shutdown()
+            try? await long.shutdown()
+            await shortServer.stop()
+            await longServer.stop()
+            throw error
+        }
+        try await short.shutdown()
+        try await long.shutdown()
+        await shortServer.stop()
+        await longServer.stop()
+    }
+
+    /// Sockets in state ESTABLISHED whose remote port is `port`, from the kernel's TCP table for
+    /// this process's network namespace (IPv4: the servers listen on 127.0.0.1). Read through
+    /// the process's own entry: `/proc/net` follows the reading thread, and other tests move
+    /// threads into namespaces of their own.
+    private func establishedConnections(toPort port: Int) throws -> Int {
+        // Read to the end: the kernel hands the table out a page per read, and a busy machine's is longer.
+        let file = try #require(FileHandle(forReadingAtPath: "/proc/\(getpid())/net/tcp"))
+        defer { try? file.close() }
+        let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
+        return table.split(separator: "\n").dropFirst().count { line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }) else { return false }
+            return remotePort == port && fields[3] == "01"
+        }
+    }
+
     @Test func aSharedHTTPClientStaysTheCallers() async throws {
         var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 3)])
         configuration.host = "127.0.0.1"
