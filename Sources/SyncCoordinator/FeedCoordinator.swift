@@ -68,6 +68,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var olderNotBefore: C.Instant?
     /// A backfill commit waiting for the pages right behind it (``gatherBackfill(after:)``).
     private var arrivalWaiter: CheckedContinuation<Void, Never>?
+    /// A page fetched ahead failed since that wait began: the pages behind it will not come.
+    private var aheadFailedDuringWait = false
     private var started = false
     private var stopped = false
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
@@ -418,7 +420,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         let deadline = time.clock.now.advanced(by: configuration.backfillCommitDelay)
         var timer: Task<Void, Never>?
         defer { timer?.cancel() }
-        while !stopped, readAhead.first?.cursor.isExactly(next) ?? false {
+        aheadFailedDuringWait = false
+        while !stopped, !aheadFailedDuringWait, readAhead.first?.cursor.isExactly(next) ?? false {
             let ready = readAhead.prefix { arrived[$0.cursor] != nil }.count
             guard ready < wanted, ready < readAhead.count, time.clock.now < deadline else { return }
             if timer == nil {
@@ -521,6 +524,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// A page fetched ahead failed: a Retry-After in its answer holds back the older requests.
     private func failedAhead(_ error: any Error, id: Int) {
         draining[id] = nil
+        aheadFailedDuringWait = true
         wakeArrivalWaiter()
         guard let wait = (error as? FeedError)?.retryAfter else { return }
         let until = time.clock.now.advanced(by: wait)

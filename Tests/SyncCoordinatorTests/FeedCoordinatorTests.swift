@@ -501,6 +501,23 @@ struct FeedCoordinatorTests {
         #expect(await store.transactionSizes == [1, 1, 1])
     }
 
+    /// The page on its way behind a waiting one fails: the wait ends at once, without the clock,
+    /// and the waiting page is committed alone.
+    @Test func aBackfillPageWhoseNextFailsIsCommittedAtOnce() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
+        _ = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        await source.fail(2, FeedError(.httpStatus(503), "service unavailable"))
+        // Bounded, so that a wait that does not end fails here instead of hanging the run.
+        var yields = 0
+        while await store.commitsStarted < 2, yields < 1_000 {
+            await Task.megaYield()
+            yields += 1
+        }
+        #expect(await store.transactionSizes == [1, 1], "committed alone, the clock never advanced")
+        await store.release()
+    }
+
     /// Going offline while a page waits for the ones behind it: the wait ends, the page is
     /// dropped uncommitted like any answer to a cancelled request, and it is fetched again later.
     @Test func goingOfflineWhileABackfillPageWaitsDropsItUncommitted() async throws {
