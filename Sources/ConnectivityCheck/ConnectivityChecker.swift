@@ -72,7 +72,7 @@ public final class ConnectivityChecker: Sendable {
             ownsClient = false
         } else {
             var settings = HTTPClient.Configuration(redirectConfiguration: .disallow)
-            settings.timeout = .init(connect: .nanoseconds(Int64(configuration.timeout.components.seconds) * 1_000_000_000 + configuration.timeout.components.attoseconds / 1_000_000_000))
+            settings.timeout = .init(connect: TimeAmount(configuration.timeout))
             settings.connectionPool = .init(idleTimeout: .seconds(1))
             self.client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton), configuration: settings)
             ownsClient = true
@@ -86,7 +86,7 @@ public final class ConnectivityChecker: Sendable {
         request.headers.add(name: "Cache-Control", value: "no-cache")
         request.headers.add(name: "Connection", value: "close")
         do {
-            let timeout = TimeAmount.nanoseconds(Int64(configuration.timeout.components.seconds) * 1_000_000_000 + configuration.timeout.components.attoseconds / 1_000_000_000)
+            let timeout = TimeAmount(configuration.timeout)
             let response = try await client.execute(request, timeout: timeout, logger: logger)
             let status = Int(response.status.code)
             if (300..<400).contains(status) {

@@ -52,14 +52,14 @@ public final class HTTPFeedClient: Sendable {
         // or "no route to host" at once instead of a connect timeout much later.
         var pool = HTTPClient.Configuration.ConnectionPool()
         pool.retryConnectionEstablishment = false
-        pool.idleTimeout = .nanoseconds(Int64(options.idleTimeout.totalNanoseconds))
+        pool.idleTimeout = TimeAmount(options.idleTimeout)
         let configuration = HTTPClient.Configuration(
             tlsConfiguration: TLSDefaults.client(),
             // Sources follow redirects themselves: only to the same origin (or https on the same
             // host), never with the bearer token elsewhere, and a feed that moved for good is
             // something the operator should see.
             redirectConfiguration: .disallow,
-            timeout: .init(connect: .nanoseconds(Int64(options.connectTimeout.totalNanoseconds))),
+            timeout: .init(connect: TimeAmount(options.connectTimeout)),
             connectionPool: pool,
             decompression: options.decompression ? .enabled(limit: .size(options.maxDecompressedBytes)) : .disabled
         )
@@ -94,11 +94,5 @@ public final class HTTPFeedClient: Sendable {
         } catch let error as HTTPClientError where error == .alreadyShutdown {
             // Shut down already: what the caller asked for.
         }
-    }
-}
-
-extension Duration {
-    var totalNanoseconds: Double {
-        Double(components.seconds) * 1e9 + Double(components.attoseconds) / 1e9
     }
 }

@@ -238,7 +238,7 @@ public struct HTTPFeedSource: FeedSource {
                 if let lastModified = validators.lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
             }
             if let tls { request.tlsConfiguration = tls }
-            let deadline = NIODeadline.now() + .nanoseconds(Int64(configuration.requestTimeout.totalNanoseconds))
+            let deadline = NIODeadline.now() + TimeAmount(configuration.requestTimeout)
             let response = try await client.http.execute(request, deadline: deadline)
             let code = Int(response.status.code)
             if code == 304, validators != nil {
@@ -325,7 +325,7 @@ public struct HTTPFeedSource: FeedSource {
         let expired = ExpiryFlag()
         // On the loop this task runs on, when it runs on one: a timer armed and cancelled on
         // another loop wakes that loop twice per request (`eventfd` writes, BENCHMARKS.md).
-        let timer = client.http.eventLoopGroup.any().scheduleTask(in: .nanoseconds(Int64(timeout.totalNanoseconds))) {
+        let timer = client.http.eventLoopGroup.any().scheduleTask(in: TimeAmount(timeout)) {
             expired.value.store(true, ordering: .sequentiallyConsistent)
             work.cancel()
         }
