@@ -411,8 +411,9 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// the B-trees' partly filled edge pages again at every commit. A backfill on loopback used
     /// to commit most pages alone, and its store wrote a third more and used a quarter more CPU
     /// (BENCHMARKS.md). The wait never holds the network back: it takes at most half the
-    /// read-ahead, and it ends as soon as no further page is on its way. One timer covers the
-    /// whole wait: a timer per arrival cost the event loop as much as the grouping saved.
+    /// read-ahead, and it ends as soon as no further page is on its way or one fails. One timer
+    /// covers the whole wait: a timer per arrival cost the event loop as much as the grouping
+    /// saved.
     private func gatherBackfill(after next: String) async {
         let configuration = machine.configuration
         let wanted = min(configuration.backfillCommitPages, max(1, configuration.readAheadPages / 2)) - 1

@@ -259,9 +259,7 @@ struct FeedCoordinatorTests {
         await store.release()
         await store.waitUntilHolding(commit: 3)
         await store.release()
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(state.itemCount == 5)
-        #expect(try await feed.items().map(\.id) == ["9", "8", "7", "6", "5"])
+        try await expectBackfillEnded(feed, holding: 5...9)
         await Task.megaYield()
         #expect(await source.callCount == 3, "one request per page, none after the end")
         #expect(await source.cancelled.isEmpty)
@@ -284,9 +282,7 @@ struct FeedCoordinatorTests {
             await store.waitUntilHolding(commit: commit)
             await store.release()
         }
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(state.itemCount == 11)
-        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        try await expectBackfillEnded(feed, holding: 10...20)
         await Task.megaYield()
         #expect(await source.callCount == 6, "one request per page, none after the end")
         #expect(await source.cancelled.isEmpty)
@@ -309,9 +305,7 @@ struct FeedCoordinatorTests {
             await store.waitUntilHolding(commit: commit)
             await store.release()
         }
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(try await feed.items().map(\.id) == (14...20).reversed().map(String.init))
-        #expect(state.itemCount == 7)
+        try await expectBackfillEnded(feed, holding: 14...20)
         await Task.megaYield()
         #expect(await source.callCount == 4, "one request per page, none after the end")
     }
@@ -363,9 +357,7 @@ struct FeedCoordinatorTests {
         }
         await source.announce(4, older: nil)
         await source.respond(4, page(["12"], older: nil, newer: nil))
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(state.itemCount == 9)
-        #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        try await expectBackfillEnded(feed, holding: 12...20)
         await Task.megaYield()
         #expect(await source.callCount == 5, "nothing asked for past the end")
     }
@@ -411,9 +403,7 @@ struct FeedCoordinatorTests {
         await store.release()
         await store.waitUntilHolding(commit: 3)
         await store.release()
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(state.itemCount == 11)
-        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        try await expectBackfillEnded(feed, holding: 10...20)
         #expect(await store.transactionSizes == [1, 4, 1])
         await Task.megaYield()
         #expect(await source.callCount == 6, "one request per page, none after the end")
@@ -444,9 +434,7 @@ struct FeedCoordinatorTests {
         await source.respond(7, page(["10"], older: nil, newer: nil))
         await store.waitUntilHolding(commit: 4)
         await store.release()
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(state.itemCount == 11)
-        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
+        try await expectBackfillEnded(feed, holding: 10...20)
         #expect(await store.transactionSizes == [1, 4, 1, 1])
         #expect(await source.callCount == 8, "none of the pages committed ahead is fetched again")
     }
@@ -470,9 +458,7 @@ struct FeedCoordinatorTests {
         await source.respond(5, page(["10"], older: nil, newer: nil))
         await store.waitUntilHolding(commit: 3)
         await store.release()
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(try await feed.items().map(\.id) == (10...20).reversed().map(String.init))
-        #expect(state.itemCount == 11)
+        try await expectBackfillEnded(feed, holding: 10...20)
         #expect(await store.transactionSizes == [1, 4, 1])
         await Task.megaYield()
         #expect(await source.callCount == 6, "one request per page, none after the end")
@@ -495,9 +481,7 @@ struct FeedCoordinatorTests {
         await source.respond(2, page(["16"], older: nil, newer: nil))
         await store.waitUntilHolding(commit: 3)
         await store.release()
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(try await feed.items().map(\.id) == (16...20).reversed().map(String.init))
-        #expect(state.itemCount == 5)
+        try await expectBackfillEnded(feed, holding: 16...20)
         #expect(await store.transactionSizes == [1, 1, 1])
     }
 
@@ -555,6 +539,17 @@ struct FeedCoordinatorTests {
         await Task.megaYield()
         #expect(await store.commitsStarted == 1, "the page at 19 waits for the one behind it")
         return feed
+    }
+
+    /// Waits until the backfill reached the feed's end, then expects exactly the items `range`
+    /// stored, newest first, and counted.
+    private func expectBackfillEnded(
+        _ feed: FeedCoordinator<TestClock<Duration>>, holding range: ClosedRange<Int>,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(state.itemCount == range.count, sourceLocation: sourceLocation)
+        #expect(try await feed.items().map(\.id) == range.reversed().map(String.init), sourceLocation: sourceLocation)
     }
 
     /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
