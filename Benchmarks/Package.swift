@@ -103,6 +103,7 @@ let package = Package(
             name: "http-walk",
             dependencies: [
                 .product(name: "HTTPFeedSource", package: "syncd"),
+                .product(name: "SyncStore", package: "syncd"),
                 .product(name: "SyncCore", package: "syncd"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

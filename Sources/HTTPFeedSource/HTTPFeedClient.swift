@@ -39,8 +39,8 @@ public final class HTTPFeedClient: Sendable {
     /// The pool's settings.
     public let options: Options
     let http: HTTPClient
-    /// Whether ``http`` is this client's to shut down.
-    private let ownsPool: Bool
+    /// Whether ``http`` is this client's to shut down (and its configuration this module's).
+    let ownsPool: Bool
 
     /// A client with a pool of its own, configured for feeds.
     ///

@@ -30,6 +30,9 @@ public struct HTTPFeedSource: FeedSource {
     private let cache = ValidatorCache()
     /// The feed's TLS settings (its CA, client certificate); `nil` uses the client's defaults.
     private let tls: TLSConfiguration?
+    /// The connection a backfill walks older pages on; `nil` on a shared `HTTPClient`, whose
+    /// configuration (a proxy, its own TLS) only AsyncHTTPClient knows.
+    private let walk: PageWalk?
 
     /// 304 answers so far: refreshes that found nothing new without a body.
     public var notModifiedCount: Int { cache.notModifiedCount }
@@ -41,7 +44,12 @@ public struct HTTPFeedSource: FeedSource {
         self.client = client
         self.parser = JSONPageParser(idField: configuration.idField)
         self.logger = logger
-        self.tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
+        let tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
+        self.tls = tls
+        walk = client.ownsPool
+            ? PageWalk(for: configuration.url, tls: tls, options: client.options, maxBodyBytes: configuration.maxBodyBytes,
+                       loop: client.http.eventLoopGroup.next())
+            : nil
     }
 
     /// The configured URL's page; its `next` link is the older cursor, and the newer one follows ``FeedPagination``.
@@ -221,22 +229,17 @@ public struct HTTPFeedSource: FeedSource {
         var url = start
         var followed = 0
         while true {
+            let headers = try requestHeaders(url, validators: validators)
+            if followed == 0, onLinks != nil, validators == nil, let walk, walk.serves(url) {
+                // A backfill's page: on the walk's connection, whose handler sends the next one.
+                if case .page(let body, let links) = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) {
+                    return RawResponse(body: Data(body.readableBytesView), links: links, url: url, validators: nil)
+                }
+                // A redirect: asked again below, where redirects are followed.
+            }
             var request = HTTPClientRequest(url: url.absoluteString)
             request.method = .GET
-            request.headers.add(name: "Accept", value: "application/json")
-            request.headers.add(name: "User-Agent", value: configuration.userAgent)
-            if client.options.decompression {
-                request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
-            }
-            // Link targets and redirects come from the server; the token goes only where the
-            // operator pointed it.
-            if let authorization = configuration.authorization, mayAuthorize(url) {
-                request.headers.add(name: "Authorization", value: try authorization.headerValue())
-            }
-            if let validators {
-                if let etag = validators.etag { request.headers.add(name: "If-None-Match", value: etag) }
-                if let lastModified = validators.lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
-            }
+            request.headers = headers
             if let tls { request.tlsConfiguration = tls }
             let deadline = NIODeadline.now() + TimeAmount(configuration.requestTimeout)
             let response = try await client.http.execute(request, deadline: deadline)
@@ -260,13 +263,9 @@ public struct HTTPFeedSource: FeedSource {
                 continue
             }
             guard (200..<300).contains(code) else {
-                throw Self.statusError(response, label: label)
+                throw Self.statusError(response.status, response.headers, label: label)
             }
-            let encoded = response.headers["content-encoding"].contains { $0.lowercased() != "identity" }
-            if !encoded, let length = response.headers.first(name: "content-length").flatMap(Int.init),
-                length > configuration.maxBodyBytes {
-                throw FeedError(.tooLarge, "\(label): the body is \(length) bytes, more than the limit of \(configuration.maxBodyBytes)")
-            }
+            if let error = Self.declaredTooLarge(response.headers, limit: configuration.maxBodyBytes, label: label) { throw error }
             let links = LinkHeader.parse(response.headers["link"], base: url)
             onLinks?(links)
             let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
@@ -275,6 +274,26 @@ public struct HTTPFeedSource: FeedSource {
                 body: Data(buffer.readableBytesView), links: links, url: url,
                 validators: found.isEmpty ? nil : found)
         }
+    }
+
+    /// The headers of a GET of `url`.
+    private func requestHeaders(_ url: URL, validators: Validators?) throws -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        headers.add(name: "User-Agent", value: configuration.userAgent)
+        if client.options.decompression {
+            headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+        }
+        // Link targets and redirects come from the server; the token goes only where the
+        // operator pointed it.
+        if let authorization = configuration.authorization, mayAuthorize(url) {
+            headers.add(name: "Authorization", value: try authorization.headerValue())
+        }
+        if let validators {
+            if let etag = validators.etag { headers.add(name: "If-None-Match", value: etag) }
+            if let lastModified = validators.lastModified { headers.add(name: "If-Modified-Since", value: lastModified) }
+        }
+        return headers
     }
 
     /// Where a redirect may be followed to, or why not.
@@ -342,13 +361,21 @@ public struct HTTPFeedSource: FeedSource {
         return try result.get()
     }
 
-    private static func statusError(_ response: HTTPClientResponse, label: RequestLabel) -> FeedError {
-        let retryAfter = response.headers.first(name: "retry-after").flatMap {
-            RetryAfter.parse($0, responseDate: response.headers.first(name: "date"))
+    /// The error for a response whose `Content-Length` is over `limit`, known before its body
+    /// is read; an encoded body's length says nothing of its size once decoded.
+    static func declaredTooLarge(_ headers: HTTPHeaders, limit: Int, label: RequestLabel) -> FeedError? {
+        let encoded = headers["content-encoding"].contains { $0.lowercased() != "identity" }
+        guard !encoded, let length = headers.first(name: "content-length").flatMap(Int.init), length > limit else { return nil }
+        return FeedError(.tooLarge, "\(label): the body is \(length) bytes, more than the limit of \(limit)")
+    }
+
+    static func statusError(_ status: HTTPResponseStatus, _ headers: HTTPHeaders, label: RequestLabel) -> FeedError {
+        let retryAfter = headers.first(name: "retry-after").flatMap {
+            RetryAfter.parse($0, responseDate: headers.first(name: "date"))
         }
-        var message = "\(label): HTTP \(response.status.code) \(response.status.reasonPhrase)"
+        var message = "\(label): HTTP \(status.code) \(status.reasonPhrase)"
         if let retryAfter { message += " (retry after \(retryAfter))" }
-        return FeedError(.httpStatus(Int(response.status.code)), message, retryAfter: retryAfter)
+        return FeedError(.httpStatus(Int(status.code)), message, retryAfter: retryAfter)
     }
 
     private func log(_ label: RequestLabel, _ started: ContinuousClock.Instant, outcome: String) {

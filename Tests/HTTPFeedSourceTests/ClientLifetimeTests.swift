@@ -73,22 +73,6 @@ struct ClientLifetimeTests {
         await longServer.stop()
     }
 
-    /// Sockets in state ESTABLISHED whose remote port is `port`, from the kernel's TCP table for
-    /// this process's network namespace (IPv4: the servers listen on 127.0.0.1). Read through
-    /// the process's own entry: `/proc/net` follows the reading thread, and other tests move
-    /// threads into namespaces of their own.
-    private func establishedConnections(toPort port: Int) throws -> Int {
-        // Read to the end: the kernel hands the table out a page per read, and a busy machine's is longer.
-        let file = try #require(FileHandle(forReadingAtPath: "/proc/\(getpid())/net/tcp"))
-        defer { try? file.close() }
-        let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
-        return table.split(separator: "\n").dropFirst().count { line in
-            let fields = line.split(separator: " ")
-            guard fields.count > 3, let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }) else { return false }
-            return remotePort == port && fields[3] == "01"
-        }
-    }
-
     @Test func aSharedHTTPClientStaysTheCallers() async throws {
         var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 3)])
         configuration.host = "127.0.0.1"

@@ -30,6 +30,8 @@ final class GitHubStyleServer: Sendable {
     struct Received: Decodable, Sendable {
         var origin: String
         var path: String
+        /// The client's port: requests with the same one came on the same connection.
+        var peer: Int
         var headers: [String: String]
     }
 
@@ -95,6 +97,11 @@ final class GitHubStyleServer: Sendable {
             "path": path, "status": String(status), "location": location, "keep_query": keepQuery ? "1" : "0",
             "origin": onOther ? "other" : "main",
         ])
+    }
+
+    /// Whether the feed's answers end their connection (`Connection: close`) from now on.
+    func closeConnections(_ on: Bool) async throws {
+        try await admin("closing", ["on": on ? "1" : "0"])
     }
 
     /// The whole feed as a store should hold it: newest first, bytes as served.

@@ -140,3 +140,23 @@ struct SyncDriver {
         throw FeedError(.other, "gave up after \(maxAttempts) attempts; last: \(errors.last?.message ?? "-")")
     }
 }
+
+/// Sockets in state ESTABLISHED whose remote port is `port`, from the kernel's TCP table for
+/// this process's network namespace (IPv4: the servers listen on 127.0.0.1). Read through
+/// the process's own entry: `/proc/net` follows the reading thread, and other tests move
+/// threads into namespaces of their own.
+///
+/// - Parameter localPort: only the connection from this port of ours, when given.
+func establishedConnections(toPort port: Int, from localPort: Int? = nil) throws -> Int {
+    // Read to the end: the kernel hands the table out a page per read, and a busy machine's is longer.
+    let file = try #require(FileHandle(forReadingAtPath: "/proc/\(getpid())/net/tcp"))
+    defer { try? file.close() }
+    let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
+    return table.split(separator: "\n").dropFirst().count { line in
+        let fields = line.split(separator: " ")
+        guard fields.count > 3, let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
+              let ownPort = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
+        else { return false }
+        return remotePort == port && fields[3] == "01" && (localPort.map { $0 == ownPort } ?? true)
+    }
+}

@@ -7,6 +7,10 @@
 //   not parsed.
 // - `source`: `HTTPFeedSource.fetchOlder`, page after page: AsyncHTTPClient plus the page parser
 //   and the source's own checks, as syncd's backfill calls it (without its read-ahead).
+// - `nio-store`: the `nio` walk, with each page parsed by `JSONPageParser` and committed into a
+//   `SQLiteFeedStore` (at `$STORE`, default /tmp/http-walk.sqlite) in groups of `$GROUP` pages
+//   (default 8), off the event loop: syncd's own work per page behind a chain with no hand-over
+//   at all, a bound for what syncd's coordinator can reach.
 //
 // Like syncd, the process runs Swift Concurrency on NIO's event loops. With a `demo-feed` on
 // loopback serving `bulk:100000:0` in pages of 100:
@@ -19,6 +23,7 @@ import NIOHTTP1
 import NIOHTTPCompression
 import NIOPosix
 import SyncCore
+import SyncStore
 
 @main
 enum HTTPWalk {
@@ -26,7 +31,7 @@ enum HTTPWalk {
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         let arguments = CommandLine.arguments
         guard arguments.count == 3, let url = URL(string: arguments[2]) else {
-            FileHandle.standardError.write(Data("usage: http-walk nio|ahc|source URL\n".utf8))
+            FileHandle.standardError.write(Data("usage: http-walk nio|ahc|source|nio-store URL\n".utf8))
             exit(64)
         }
         let mode = arguments[1]
@@ -36,6 +41,7 @@ enum HTTPWalk {
         case "nio": pages = try await walkWithNIO(url)
         case "ahc": pages = try await walkWithAsyncHTTPClient(url)
         case "source": pages = try await walkWithFeedSource(url)
+        case "nio-store": pages = try await walkAndStore(url)
         default:
             FileHandle.standardError.write(Data("unknown mode \(mode)\n".utf8))
             exit(64)
@@ -116,6 +122,49 @@ enum HTTPWalk {
         return pages
     }
 
+    /// The `nio` walk, its pages parsed and stored by a task of their own; the next request
+    /// never waits for them.
+    static func walkAndStore(_ url: URL) async throws -> Int {
+        guard let host = url.host, let port = url.port else { throw WalkError("the URL needs a host and a port") }
+        let environment = ProcessInfo.processInfo.environment
+        let path = environment["STORE"] ?? "/tmp/http-walk.sqlite"
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        let group = max(1, Int(environment["GROUP"] ?? "") ?? 8)
+        let store = try SQLiteFeedStore(path: path)
+        let (pages, arrivals) = AsyncStream.makeStream(of: (body: ByteBuffer, older: String?).self)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let done = loop.makePromise(of: Int.self)
+        let channel = try await ClientBootstrap(group: loop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(NIOHTTPResponseDecompressor(limit: .size(64 << 20)))
+                    try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: url, done: done, sink: arrivals))
+                }
+            }
+            .connect(host: host, port: port).get()
+        let parser = JSONPageParser()
+        var batch: [FeedPage] = []
+        var direction = Direction.initial
+        var commit: Task<Void, any Error>?
+        for await (body, older) in pages {
+            batch.append(FeedPage(items: try parser.parse(Array(body.readableBytesView)), olderCursor: older, newerCursor: nil))
+            guard direction == .initial || batch.count >= group || older == nil else { continue }
+            // One commit at a time, as syncd's store writer runs them; the next batch gathers meanwhile.
+            try await commit?.value
+            let ready = batch, kind = direction
+            batch = []
+            direction = .older
+            commit = Task { _ = try await store.commit(feed: "walk", direction: kind, pages: ready, at: Date()) }
+        }
+        try await commit?.value
+        let walked = try await done.futureResult.get()
+        try? await channel.close()
+        let stored = try await store.load(feed: "walk").itemCount
+        print("nio-store: \(stored) items stored")
+        return walked
+    }
+
     /// Path and query of `url`, as a request line wants them.
     static func requestTarget(_ url: URL) -> String {
         let path = url.path.isEmpty ? "/" : url.path
@@ -139,11 +188,14 @@ enum HTTPWalk {
         private var pages = 0
         private let done: EventLoopPromise<Int>
         private var finished = false
+        /// Where each body goes with its `next` link, when it is kept.
+        private let sink: AsyncStream<(body: ByteBuffer, older: String?)>.Continuation?
 
-        init(host: String, first: URL, done: EventLoopPromise<Int>) {
+        init(host: String, first: URL, done: EventLoopPromise<Int>, sink: AsyncStream<(body: ByteBuffer, older: String?)>.Continuation? = nil) {
             self.host = host
             self.next = first
             self.done = done
+            self.sink = sink
         }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -160,9 +212,14 @@ enum HTTPWalk {
                 body.writeBuffer(&part)
             case .end:
                 pages += 1
-                if let next {
-                    send(next, context: context)
-                } else {
+                if let next { send(next, context: context) }
+                // Handed over after the next request is out, as the product's walk does.
+                if let stream = sink {
+                    stream.yield((body, next?.absoluteString))
+                    body = ByteBuffer()
+                    if next == nil { stream.finish() }
+                }
+                if next == nil {
                     finish(.success(pages))
                 }
             }

@@ -12,6 +12,7 @@ counter = [0]
 modified = [time.time()]
 requests = []       # what each origin received
 redirects = {}      # (origin, path) -> (status, location, keep_query)
+closing = [False]   # whether feed answers end their connection (Connection: close)
 
 def add(ids):
     with lock:
@@ -39,6 +40,8 @@ class Handler(BaseHTTPRequestHandler):
         for name, value in headers:
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
+        if closing[0] and urlsplit(self.path).path == "/feed":
+            self.send_header("Connection", "close")
         self.end_headers()
         if body and self.command != "HEAD":
             self.wfile.write(body)
@@ -52,7 +55,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/admin/"):
             return self.admin(url.path, query)
         with lock:
-            requests.append({"origin": self.origin, "path": self.path,
+            requests.append({"origin": self.origin, "path": self.path, "peer": self.client_address[1],
                              "headers": {k.lower(): v for k, v in self.headers.items()}})
             redirect = redirects.get((self.origin, url.path))
         if redirect:
@@ -117,6 +120,9 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 body = json.dumps(requests).encode()
             return self.send(200, body, [("Content-Type", "application/json")])
+        if path == "/admin/closing":
+            closing[0] = query.get("on") == "1"
+            return self.send(200, b"{}")
         if path == "/admin/redirect":
             with lock:
                 redirects[(query.get("origin", "main"), query["path"])] = (int(query["status"]), query["location"], query.get("keep_query") == "1")

@@ -1,0 +1,475 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTPCompression
+import NIOPosix
+import NIOSSL
+import SyncCore
+
+/// A backfill's older pages over one keep-alive connection of SwiftNIO's own, whose handler
+/// sends the next page's request the moment a page's response ends.
+///
+/// A backfill is a chain: every page's request needs the `Link` header of the page before. Over
+/// AsyncHTTPClient, each link of that chain went from the response's read to the caller's task,
+/// through the coordinator's actor and the request's tasks, back into the pool and down to the
+/// socket: ~150 µs a page on loopback, as long in all as the server's own answers
+/// (BENCHMARKS.md). Here the next request is written by the handler that read the response, on
+/// the same thread, before anything else runs:
+/// - the page asked for next (the coordinator asks as soon as the headers are in, usually while
+///   the handler still reads the body) goes out first;
+/// - when nobody has asked yet, the handler asks for the response's `rel="next"` page itself,
+///   one page ahead at most, and keeps the answer for the caller who asks for it. A page nobody
+///   asks for (the backfill reached its depth, or went offline) is dropped with the connection.
+///
+/// Only one request is on the connection at a time (no pipelining), so any HTTP/1.1 server
+/// works. Only a success is answered here: a redirect is handed back to the caller, which
+/// follows it over AsyncHTTPClient like any other request; other statuses become the same
+/// ``FeedError``s. All state lives on one event loop.
+final class PageWalk: Sendable {
+    /// What a walked request gave.
+    enum Answer: Sendable {
+        /// A 2xx response: its body (decompressed) and its `Link` headers.
+        case page(ByteBuffer, links: [WebLink])
+        /// A 3xx: the caller asks again through the pool, which follows redirects by its rules.
+        case redirect
+    }
+
+    /// What every request carries and what the connection needs: the same for all of a feed's pages.
+    struct Settings: Sendable {
+        var origin: String
+        var host: String
+        var port: Int
+        /// The TLS context for https; `nil` for http.
+        var tls: NIOSSLContext?
+        var connectTimeout: TimeAmount
+        var idleTimeout: TimeAmount
+        var maxBodyBytes: Int
+        var decompressionLimit: Int?
+    }
+
+    private let loop: any EventLoop
+    private let state: NIOLoopBoundBox<WalkState?>
+    let settings: Settings
+
+    /// A walk for `url`'s origin, or `nil` for a scheme other than http and https, or a TLS
+    /// configuration NIOSSL refuses (the pool then reports why, on the first request).
+    init?(for url: URL, tls: TLSConfiguration?, options: HTTPFeedClient.Options, maxBodyBytes: Int, loop: any EventLoop) {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else { return nil }
+        var context: NIOSSLContext?
+        switch scheme {
+        case "http": context = nil
+        case "https":
+            var configuration = tls ?? TLSDefaults.client()
+            // This connection speaks HTTP/1.1 only; the pool may negotiate HTTP/2.
+            configuration.applicationProtocols = ["http/1.1"]
+            guard let made = try? NIOSSLContext(configuration: configuration) else { return nil }
+            context = made
+        default: return nil
+        }
+        settings = Settings(
+            origin: url.origin, host: host, port: url.port ?? (scheme == "https" ? 443 : 80), tls: context,
+            connectTimeout: TimeAmount(options.connectTimeout), idleTimeout: TimeAmount(options.idleTimeout),
+            maxBodyBytes: maxBodyBytes, decompressionLimit: options.decompression ? options.maxDecompressedBytes : nil)
+        self.loop = loop
+        state = NIOLoopBoundBox.makeEmptyBox(valueType: WalkState.self, eventLoop: loop)
+    }
+
+    /// Whether `host` is an IPv4 or IPv6 address rather than a name.
+    static func isAddressLiteral(_ host: String) -> Bool {
+        host.contains(":") || host.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") }
+    }
+
+    deinit {
+        let state = self.state
+        loop.execute { state.value?.close() }
+    }
+
+    /// Whether `url` is on this walk's origin.
+    func serves(_ url: URL) -> Bool { url.origin == settings.origin }
+
+    /// GETs `url` on the walk's connection (opened when there is none), with `headers`.
+    ///
+    /// - Parameter onLinks: told the links of a success as soon as its headers are in. It may
+    ///   run on the event loop, inside the read of the response: it must only start work.
+    /// - Throws: ``FeedError`` for an error status or a body over the limit, the channel's error
+    ///   when the connection fails, `CancellationError` when the task is cancelled (which closes
+    ///   the connection, as AsyncHTTPClient does for a cancelled request).
+    func fetch(_ url: URL, headers: HTTPHeaders, label: RequestLabel, onLinks: (@Sendable ([WebLink]) -> Void)?) async throws -> Answer {
+        let promise = loop.makePromise(of: Answer.self)
+        let ask = Ask(url: url, headers: headers, label: label, onLinks: onLinks, promise: promise)
+        let state = self.state, settings = self.settings, loop = self.loop
+        @Sendable func start() {
+            if state.value == nil { state.value = WalkState(settings: settings, loop: loop, box: state) }
+            state.value?.ask(ask)
+        }
+        // In place when the caller already runs on the loop: the chain stays on its thread.
+        if loop.inEventLoop { start() } else { loop.execute(start) }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            loop.execute { state.value?.cancel(promise) }
+        }
+    }
+}
+
+/// One caller's request.
+struct Ask {
+    var url: URL
+    var headers: HTTPHeaders
+    var label: RequestLabel
+    var onLinks: (@Sendable ([WebLink]) -> Void)?
+    var promise: EventLoopPromise<PageWalk.Answer>
+}
+
+/// The walk's connection and requests, on its event loop only.
+final class WalkState {
+    /// A request on the connection, or waiting for it.
+    final class Request {
+        let key: String
+        let url: URL
+        let headers: HTTPHeaders
+        let label: RequestLabel
+        /// The callers waiting for it; none while it was only guessed from a `next` link.
+        var asks: [Ask]
+        var links: [WebLink]?
+        var status: HTTPResponseStatus?
+        var responseHeaders = HTTPHeaders()
+        var body = ByteBuffer()
+        var failure: (any Error)?
+        /// The server closes the connection after this response (`Connection: close`, or HTTP/1.0).
+        var closesConnection = false
+        /// Sent on a connection that had answered before: a close before any answer is the
+        /// server dropping an idle connection as the request went out, and is retried once.
+        var onReusedConnection = false
+        var retried = false
+
+        init(url: URL, headers: HTTPHeaders, label: RequestLabel, asks: [Ask]) {
+            self.key = url.absoluteString
+            self.url = url
+            self.headers = headers
+            self.label = label
+            self.asks = asks
+        }
+    }
+
+    private let settings: PageWalk.Settings
+    private let loop: any EventLoop
+    private let box: NIOLoopBoundBox<WalkState?>
+    private var channel: (any Channel)?
+    private var connecting = false
+    private var answered = 0
+    /// The request on the connection.
+    private var current: Request?
+    /// Asked for, to go out after `current`, in order.
+    private var queue: [Request] = []
+    /// A page fetched ahead that nobody has asked for yet, and its answer once it came.
+    private var guessed: (request: Request, answer: Result<PageWalk.Answer, any Error>?)?
+    /// When the guess's answer came: one not asked for within ``guessLifetime`` is dropped.
+    private var guessAnswered = NIODeadline.distantPast
+    /// How long an answer nobody asked for yet is kept. A backfill asks within microseconds;
+    /// a caller that asks later (after a retry's backoff, say) gets a fresh answer.
+    static let guessLifetime = TimeAmount.seconds(1)
+    private var idleTimer: Scheduled<Void>?
+
+    init(settings: PageWalk.Settings, loop: any EventLoop, box: NIOLoopBoundBox<WalkState?>) {
+        self.settings = settings
+        self.loop = loop
+        self.box = box
+    }
+
+    func ask(_ ask: Ask) {
+        idleTimer?.cancel()
+        idleTimer = nil
+        let key = ask.url.absoluteString
+        dropStaleGuess()
+        if let guessed, guessed.request.key == key {
+            if let answer = guessed.answer {
+                self.guessed = nil
+                if case .success(.page(_, let links)) = answer { ask.onLinks?(links) }
+                ask.promise.completeWith(answer)
+                armIdleTimerIfIdle()
+            } else {
+                // On its way: this caller gets it when it comes.
+                if let links = guessed.request.links { ask.onLinks?(links) }
+                guessed.request.asks.append(ask)
+                self.guessed = nil
+            }
+            return
+        }
+        queue.append(Request(url: ask.url, headers: ask.headers, label: ask.label, asks: [ask]))
+        sendNext()
+    }
+
+    /// A caller gave up (its task was cancelled, or its deadline passed).
+    func cancel(_ promise: EventLoopPromise<PageWalk.Answer>) {
+        let matches = { (ask: Ask) in ask.promise.futureResult === promise.futureResult }
+        if let index = queue.firstIndex(where: { $0.asks.contains(where: matches) }) {
+            queue[index].asks.removeAll(where: matches)
+            if queue[index].asks.isEmpty { queue.remove(at: index) }
+        } else if let current, current.asks.contains(where: matches) {
+            current.asks.removeAll(where: matches)
+            // A request nobody waits for holds the connection until it ends; a stalled server
+            // would hold it forever. Closing it is what AsyncHTTPClient does too; the requests
+            // other callers wait for go out on a new one.
+            if current.asks.isEmpty { dropConnection() }
+        } else {
+            return
+        }
+        promise.fail(CancellationError())
+    }
+
+    private func dropStaleGuess() {
+        if guessed?.answer != nil, NIODeadline.now() - guessAnswered >= Self.guessLifetime { guessed = nil }
+    }
+
+    /// Closes the connection under the request on it, which nobody waits for any more, and
+    /// sends the waiting ones on a new connection.
+    private func dropConnection() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        let channel = self.channel
+        self.channel = nil
+        current = nil
+        guessed = nil
+        channel?.close(promise: nil)
+        sendNext()
+        if self.channel == nil, !connecting { box.value = nil }
+    }
+
+    /// Closes the connection: every request on it or waiting fails, the guess is dropped.
+    func close() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        let channel = self.channel
+        self.channel = nil
+        guessed = nil
+        fail(current, with: ChannelError.ioOnClosedChannel)
+        current = nil
+        let waiting = queue
+        queue = []
+        for request in waiting { fail(request, with: CancellationError()) }
+        channel?.close(promise: nil)
+        if !connecting { box.value = nil }
+    }
+
+    // MARK: The connection
+
+    private func sendNext() {
+        guard current == nil, !connecting else { return }
+        guard let channel else {
+            if !queue.isEmpty { connect() }
+            return
+        }
+        guard !queue.isEmpty else {
+            armIdleTimerIfIdle()
+            return
+        }
+        let request = queue.removeFirst()
+        write(request, on: channel)
+    }
+
+    private func write(_ request: Request, on channel: any Channel) {
+        current = request
+        request.onReusedConnection = answered > 0
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(request.url))
+        head.headers = request.headers
+        head.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+    }
+
+    private var hostHeader: String {
+        let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
+        let defaultPort = settings.tls == nil ? 80 : 443
+        return settings.port == defaultPort ? host : "\(host):\(settings.port)"
+    }
+
+    private func connect() {
+        connecting = true
+        answered = 0
+        let settings = self.settings, box = self.box
+        var bootstrap = ClientBootstrap(group: loop).connectTimeout(settings.connectTimeout)
+        bootstrap = bootstrap.channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let operations = channel.pipeline.syncOperations
+                if let tls = settings.tls {
+                    // An address is not a name to send or to check: NIOSSL then checks the
+                    // certificate's IP entries against the address connected to, as the pool does.
+                    let name = PageWalk.isAddressLiteral(settings.host) ? nil : settings.host
+                    try operations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: name))
+                }
+                try operations.addHTTPClientHandlers()
+                if let limit = settings.decompressionLimit {
+                    try operations.addHandler(NIOHTTPResponseDecompressor(limit: .size(limit)))
+                }
+                try operations.addHandler(WalkHandler(box: box))
+            }
+        }
+        let me = ObjectIdentifier(self)
+        bootstrap.connect(host: settings.host, port: settings.port).whenComplete { result in
+            guard let state = box.value, ObjectIdentifier(state) == me else {
+                if case .success(let channel) = result { channel.close(promise: nil) }
+                return
+            }
+            state.connected(result)
+        }
+    }
+
+    private func connected(_ result: Result<any Channel, any Error>) {
+        connecting = false
+        switch result {
+        case .success(let channel):
+            self.channel = channel
+            sendNext()
+        case .failure(let error):
+            // Every request waiting for this connection gets the reason it could not be made.
+            let waiting = queue
+            queue = []
+            for request in waiting { fail(request, with: error) }
+            box.value = nil
+        }
+    }
+
+    private func armIdleTimerIfIdle() {
+        guard current == nil, queue.isEmpty, idleTimer == nil, channel != nil else { return }
+        let box = self.box
+        idleTimer = loop.scheduleTask(in: settings.idleTimeout) { box.value?.close() }
+    }
+
+    // MARK: The response, from the handler
+
+    func received(_ part: HTTPClientResponsePart, on reading: any Channel) {
+        guard reading === channel, let request = current else { return }
+        switch part {
+        case .head(let head):
+            request.status = head.status
+            request.responseHeaders = head.headers
+            request.closesConnection = !head.isKeepAlive
+            guard (200..<300).contains(head.status.code) else { return }
+            request.failure = HTTPFeedSource.declaredTooLarge(head.headers, limit: settings.maxBodyBytes, label: request.label)
+            guard request.failure == nil else { return }
+            let links = LinkHeader.parse(head.headers["link"], base: request.url)
+            request.links = links
+            for ask in request.asks { ask.onLinks?(links) }
+        case .body(var part):
+            guard let status = request.status, (200..<300).contains(status.code), request.failure == nil else { return }
+            if request.body.readableBytes + part.readableBytes > settings.maxBodyBytes {
+                request.failure = FeedError(.tooLarge, "\(request.label): the body exceeds the limit of \(settings.maxBodyBytes) bytes")
+                return
+            }
+            request.body.writeBuffer(&part)
+        case .end:
+            answered += 1
+            current = nil
+            let answer = answer(to: request)
+            if request.asks.isEmpty {
+                guessed = (request, answer)
+                guessAnswered = .now()
+            }
+            if request.failure != nil {
+                // The rest of an oversized body is not read: the connection goes with it.
+                for ask in request.asks { ask.promise.completeWith(answer) }
+                close()
+                return
+            }
+            dropStaleGuess()
+            if request.closesConnection {
+                // Nothing more goes on this connection: the next request opens a new one.
+                let channel = self.channel
+                self.channel = nil
+                channel?.close(promise: nil)
+                sendNext()
+                for ask in request.asks { ask.promise.completeWith(answer) }
+                return
+            }
+            // The next request goes out before anyone hears of this answer: hearing of it runs
+            // the caller's code, and the server would wait for that.
+            if queue.isEmpty, guessed == nil, case .success(.page(_, let links)) = answer,
+               let next = LinkHeader.first("next", in: links), next.origin == settings.origin, let channel {
+                // Nobody asked for the next page yet: ask for it now, and keep it for whoever does.
+                let ahead = Request(url: next, headers: request.headers, label: RequestLabel(url: next), asks: [])
+                guessed = (ahead, nil)
+                write(ahead, on: channel)
+            } else {
+                sendNext()
+            }
+            for ask in request.asks { ask.promise.completeWith(answer) }
+        }
+    }
+
+    private func answer(to request: Request) -> Result<PageWalk.Answer, any Error> {
+        if let failure = request.failure { return .failure(failure) }
+        guard let status = request.status else { return .failure(ChannelError.ioOnClosedChannel) }
+        switch status.code {
+        case 200..<300: return .success(.page(request.body, links: request.links ?? []))
+        case 300..<400: return .success(.redirect)
+        default: return .failure(HTTPFeedSource.statusError(status, request.responseHeaders, label: request.label))
+        }
+    }
+
+    /// The connection failed or closed under a request.
+    func failed(_ error: any Error, on failing: any Channel) {
+        guard failing === channel else { return }
+        let channel = self.channel
+        self.channel = nil
+        idleTimer?.cancel()
+        idleTimer = nil
+        channel?.close(promise: nil)
+        if guessed?.answer == nil { guessed = nil }
+        if let request = current {
+            current = nil
+            if request.status == nil, request.onReusedConnection, !request.retried, !request.asks.isEmpty {
+                // The server closed an idle keep-alive connection as the request went out.
+                request.retried = true
+                queue.insert(request, at: 0)
+            } else {
+                fail(request, with: error)
+            }
+        }
+        if queue.isEmpty { box.value = nil } else { sendNext() }
+    }
+
+    private func fail(_ request: Request?, with error: any Error) {
+        guard let request else { return }
+        for ask in request.asks { ask.promise.fail(error) }
+        request.asks = []
+    }
+
+    /// Path and query, as the request line wants them.
+    static func target(_ url: URL) -> String {
+        let path = url.path(percentEncoded: true)
+        let query = url.query(percentEncoded: true)
+        return (path.isEmpty ? "/" : path) + (query.map { "?" + $0 } ?? "")
+    }
+}
+
+/// Hands the responses and the connection's end to the walk.
+private final class WalkHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let box: NIOLoopBoundBox<WalkState?>
+    private var ended = false
+
+    init(box: NIOLoopBoundBox<WalkState?>) {
+        self.box = box
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        box.value?.received(unwrapInboundIn(data), on: context.channel)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        end(error, context.channel)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        end(ChannelError.eof, context.channel)
+    }
+
+    private func end(_ error: any Error, _ channel: any Channel) {
+        guard !ended else { return }
+        ended = true
+        box.value?.failed(error, on: channel)
+    }
+}

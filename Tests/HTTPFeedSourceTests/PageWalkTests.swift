@@ -1,0 +1,205 @@
+import DemoFeedServer
+import Foundation
+import HTTPFeedSource
+import SyncCore
+import Testing
+import TestSupport
+
+/// Older pages as a backfill's read-ahead asks for them (`fetchOlder(cursor:olderCursorKnown:)`):
+/// on a connection of their own, whose handler asks for the next page as soon as a page ends.
+/// The truths are servers that share no code with the source: the GitHub-style oracle's request
+/// log and item list, the kernel's TCP table, and the same request's answer through the pool.
+@Suite("Walked backfill pages: the next page asked for ahead, on one connection, with the pool's errors")
+struct PageWalkTests {
+    /// An older page as the coordinator's read-ahead asks for it: on the walk.
+    private func walked(_ source: HTTPFeedSource, _ cursor: String?) async throws -> FeedPage {
+        try await source.fetchOlder(cursor: try #require(cursor), olderCursorKnown: { _ in })
+    }
+
+    private func githubSource(_ server: GitHubStyleServer, _ client: HTTPFeedClient, path: String = "/feed") throws -> HTTPFeedSource {
+        var configuration = HTTPFeedConfiguration(url: server.url(path, query: "per_page=5"), requestTimeout: TestSupport.hangGuard)
+        configuration.authorization = .bearer(BearerToken("walk-token"))
+        return try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
+    }
+
+    /// Waits until the server has received a request whose path contains `fragment`.
+    private func waitForRequest(_ server: GitHubStyleServer, containing fragment: String) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if try await server.received().contains(where: { $0.path.contains(fragment) }) { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    @Test func theNextPageIsAskedForAheadAndServesTheCallerWhoAsksForIt() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(25)
+            try await withFeedClient { client in
+                let source = try githubSource(server, client)
+                let first = try await source.fetchInitial()
+                let second = try await walked(source, first.olderCursor)
+                // Nobody has asked for page 3: the walk asked when page 2 ended.
+                #expect(try await waitForRequest(server, containing: "&page=3"), "page 3 was not asked for ahead")
+                let third = try await walked(source, second.olderCursor)
+                let fourth = try await walked(source, third.olderCursor)
+                let fifth = try await walked(source, fourth.olderCursor)
+                #expect(fifth.olderCursor == nil)
+                #expect(first.items + second.items + third.items + fourth.items + fifth.items == (try await server.items()))
+
+                let received = try await server.received()
+                let paths = received.map(\.path)
+                for page in 2...5 {
+                    #expect(paths.count { $0.hasSuffix("&page=\(page)") } == 1, "page \(page) asked once: \(paths)")
+                }
+                // The walked pages came on one connection, and carried what the pool's request did.
+                let pooled = try #require(received.first)
+                let walkedRequests = received.dropFirst()
+                #expect(Set(walkedRequests.map(\.peer)).count == 1, "\(received.map(\.peer))")
+                #expect(!walkedRequests.contains { $0.peer == pooled.peer })
+                for request in walkedRequests {
+                    for name in ["accept", "user-agent", "accept-encoding", "authorization"] {
+                        #expect(request.headers[name] == pooled.headers[name], "\(name) of \(request.path)")
+                    }
+                }
+                #expect(pooled.headers["authorization"] == "Bearer walk-token")
+            }
+        }
+    }
+
+    @Test func aPageNobodyAsksForGoesWithTheIdleConnectionAndIsAskedAgain() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(15)
+            let client = HTTPFeedClient(options: .init(idleTimeout: .seconds(1)))
+            do {
+                let source = try githubSource(server, client)
+                let first = try await source.fetchInitial()
+                let second = try await walked(source, first.olderCursor)
+                #expect(try await waitForRequest(server, containing: "&page=3"))
+                // The walk's own connection, seen by the server: the oracle's admin requests use another.
+                let walkPort = try #require(try await server.received().last?.peer)
+                #expect(try establishedConnections(toPort: server.port, from: walkPort) == 1)
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try establishedConnections(toPort: server.port, from: walkPort) > 0, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(try establishedConnections(toPort: server.port, from: walkPort) == 0, "the walk's connection closed after a second idle")
+                // The page asked for ahead went with the connection: it is asked for again.
+                let third = try await walked(source, second.olderCursor)
+                #expect(third.items == Array(try await server.items()[10..<15]))
+                #expect(try await server.received().count { $0.path.hasSuffix("&page=3") } == 2)
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
+            try await client.shutdown()
+        }
+    }
+
+    @Test func aPageAskedForAheadIsAskedAgainWhenItsCallerComesLate() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(15)
+            try await withFeedClient { client in
+                let source = try githubSource(server, client)
+                let first = try await source.fetchInitial()
+                let second = try await walked(source, first.olderCursor)
+                #expect(try await waitForRequest(server, containing: "&page=3"))
+                try await server.add(5)
+                try await Task.sleep(for: .milliseconds(1_200))
+                // Held for a second at most: this caller gets the page as it is now.
+                let third = try await walked(source, second.olderCursor)
+                #expect(third.items == Array(try await server.items()[10..<15]))
+                #expect(try await server.received().count { $0.path.hasSuffix("&page=3") } == 2)
+            }
+        }
+    }
+
+    @Test func aServerThatClosesEveryConnectionIsWalkedOneConnectionAPage() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(25)
+            try await server.closeConnections(true)
+            try await withFeedClient { client in
+                let source = try githubSource(server, client)
+                var page = try await source.fetchInitial()
+                var items = page.items
+                while let cursor = page.olderCursor {
+                    page = try await walked(source, cursor)
+                    items += page.items
+                }
+                #expect(items == (try await server.items()))
+                let received = try await server.received()
+                // Nothing was sent on a connection the server had said it would close.
+                #expect(received.count == 5, "\(received.map(\.path))")
+                #expect(Set(received.map(\.peer)).count == 5)
+            }
+        }
+    }
+
+    @Test func aRedirectedPageIsFollowedLikeThePoolFollowsIt() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(12)
+            try await server.redirect("/moved", status: 302, to: "/feed")
+            try await withFeedClient { client in
+                let source = try githubSource(server, client, path: "/moved")
+                let cursor = server.url("/moved", query: "per_page=5&page=2").absoluteString
+                let viaWalk = try await walked(source, cursor)
+                let viaPool = try await source.fetchOlder(cursor: cursor)
+                #expect(viaWalk.items == Array(try await server.items()[5..<10]))
+                #expect(viaWalk.items == viaPool.items)
+                #expect(viaWalk.olderCursor == viaPool.olderCursor)
+            }
+        }
+    }
+
+    /// The same faulty request through the walk and through the pool: the coordinator retries
+    /// on the error's kind, and the operator reads its message, so both must be the same.
+    @Test(arguments: [
+        "status:503:2", "status:404", "status:429:7", "malformed", "truncated",
+        "oversized:300000", "oversized:300000:chunked", "stall", "stall:body", "reset", "reset:body",
+    ])
+    func aWalkedPageFailsAsThePoolsRequestFails(fault: String) async throws {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let source = try server.source("home", client: client, query: "fault=\(fault)") {
+                $0.requestTimeout = fault.hasPrefix("stall") ? .milliseconds(500) : TestSupport.hangGuard
+                $0.maxBodyBytes = 100_000
+            }
+            let cursor = source.configuration.url.absoluteString
+            let pooled = try #require(await expectFeedError { try await source.fetchOlder(cursor: cursor) })
+            let walked = try #require(await expectFeedError { try await source.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }) })
+            #expect(walked.kind == pooled.kind)
+            #expect(walked.retryAfter == pooled.retryAfter)
+            if fault == "stall" {
+                // Two deadlines race in the pool's request (AsyncHTTPClient's for the head, the
+                // source's for the whole exchange), so its message names either; the walk has one.
+                #expect(walked.message.hasSuffix("no complete response within 0.5 seconds"), "\(walked.message)")
+            } else {
+                #expect(walked.message == pooled.message)
+            }
+            // The walk goes on after the failure, on a new connection where the old one broke.
+            let healthy = try server.source("home", client: client)
+            let page = try await healthy.fetchOlder(cursor: healthy.configuration.url.absoluteString, olderCursorKnown: { _ in })
+            #expect(page.items.count == 20)
+        }
+    }
+
+    @Test func cancellingAWalkedRequestClosesItsConnection() async throws {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = TestSupport.hangGuard }
+            let port = try #require(server.port)
+            let cursor = source.configuration.url.absoluteString
+            let task = Task { try await source.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }) }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while await server.stalledRequestCount() == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let open = try establishedConnections(toPort: port)
+            #expect(open == 1)
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            while try establishedConnections(toPort: port) > 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try establishedConnections(toPort: port) == 0, "the cancelled request's connection closed")
+        }
+    }
+}
