@@ -233,7 +233,7 @@ public struct HTTPFeedSource: FeedSource {
             if followed == 0, onLinks != nil, validators == nil, let walk, walk.serves(url) {
                 // A backfill's page: on the walk's connection, whose handler sends the next one.
                 if case .page(let body, let links) = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) {
-                    return RawResponse(body: Data(body.readableBytesView), links: links, url: url, validators: nil)
+                    return RawResponse(body: Self.data(body), links: links, url: url, validators: nil)
                 }
                 // A redirect: asked again below, where redirects are followed.
             }
@@ -271,9 +271,15 @@ public struct HTTPFeedSource: FeedSource {
             let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(
-                body: Data(buffer.readableBytesView), links: links, url: url,
+                body: Self.data(buffer), links: links, url: url,
                 validators: found.isEmpty ? nil : found)
         }
+    }
+
+    /// The bytes of `buffer`, copied at once: `Data`'s initializer from a sequence would first
+    /// look for a contiguous representation through a dynamic cast, for every page.
+    private static func data(_ buffer: ByteBuffer) -> Data {
+        buffer.withUnsafeReadableBytes { Data($0) }
     }
 
     /// The headers of a GET of `url`.

@@ -58,7 +58,7 @@ public enum LinkHeader {
                 }
                 if parameters[key] == nil { parameters[key] = parameterValue }
             }
-            if let target = resolve(reference.trimmingCharacters(in: .whitespaces), against: base) {
+            if let target = resolve(trimmingBlanks(reference), against: base) {
                 links.append(WebLink(target: target, relations: relations, parameters: parameters))
             }
         }
@@ -84,6 +84,14 @@ public enum LinkHeader {
             else { return false }
         }
         return false
+    }
+
+    /// `text` without leading and trailing spaces and tabs, the only blanks a header holds.
+    private static func trimmingBlanks(_ text: String) -> String {
+        let bytes = text.utf8
+        guard let first = bytes.firstIndex(where: { !isBlank($0) }), let last = bytes.lastIndex(where: { !isBlank($0) }) else { return "" }
+        if first == bytes.startIndex, last == bytes.index(before: bytes.endIndex) { return text }
+        return String(text[first...last])
     }
 
     private static func isBlank(_ byte: UInt8) -> Bool {

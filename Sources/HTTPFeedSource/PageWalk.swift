@@ -39,6 +39,8 @@ final class PageWalk: Sendable {
         var origin: String
         var host: String
         var port: Int
+        /// The `Host` header: the host, bracketed if IPv6, and the port unless the scheme's own.
+        var hostHeader: String
         /// The TLS context for https; `nil` for http.
         var tls: NIOSSLContext?
         var connectTimeout: TimeAmount
@@ -66,8 +68,11 @@ final class PageWalk: Sendable {
             context = made
         default: return nil
         }
+        let defaultPort = scheme == "https" ? 443 : 80
+        let port = url.port ?? defaultPort
+        let bracketed = host.contains(":") ? "[\(host)]" : host
         settings = Settings(
-            origin: url.origin, host: host, port: url.port ?? (scheme == "https" ? 443 : 80), tls: context,
+            origin: url.origin, host: host, port: port, hostHeader: port == defaultPort ? bracketed : "\(bracketed):\(port)", tls: context,
             connectTimeout: TimeAmount(options.connectTimeout), idleTimeout: TimeAmount(options.idleTimeout),
             maxBodyBytes: maxBodyBytes, decompressionLimit: options.decompression ? options.maxDecompressedBytes : nil)
         self.loop = loop
@@ -273,15 +278,9 @@ final class WalkState {
         request.onReusedConnection = answered > 0
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(request.url))
         head.headers = request.headers
-        head.headers.replaceOrAdd(name: "Host", value: hostHeader)
+        head.headers.replaceOrAdd(name: "Host", value: settings.hostHeader)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
-    }
-
-    private var hostHeader: String {
-        let host = settings.host.contains(":") ? "[\(settings.host)]" : settings.host
-        let defaultPort = settings.tls == nil ? 80 : 443
-        return settings.port == defaultPort ? host : "\(host):\(settings.port)"
     }
 
     private func connect() {

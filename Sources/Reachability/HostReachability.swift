@@ -60,6 +60,16 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
         var observer: NetlinkMonitor.ObserverToken?
         /// Wakes the prober when the server is marked unreachable.
         var wake: AsyncStream<Void>.Continuation?
+
+        /// What ``evaluate(_:)`` reads besides the snapshot.
+        var judged: Judged { Judged(addresses: addresses, dnsFailure: dnsFailure, portal: portal, serverUnreachable: serverUnreachable) }
+    }
+
+    private struct Judged: Equatable {
+        var addresses: [IPAddress]
+        var dnsFailure: String?
+        var portal: String?
+        var serverUnreachable: String?
     }
 
     /// What is judged: addresses, or a host name resolved by the resolver.
@@ -205,12 +215,19 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
         return route.limited(by: evidence)
     }
 
+    /// Changes the state, and judges again if what is judged changed. A request answered like
+    /// the one before changes nothing, and every page of a backfill is one such request.
     private func update(_ body: (inout State) -> Void) {
         let publisher = state.withLock { state -> VerdictPublisher<C>? in
+            let before = state.judged
             body(&state)
-            return state.publisher
+            return state.judged == before ? nil : state.publisher
         }
         publisher?.reevaluate()
+    }
+
+    private func reevaluate() {
+        state.withLock { $0.publisher }?.reevaluate()
     }
 
     private func resolved(_ resolution: Resolution) {
@@ -232,7 +249,7 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
             logger.info("feed host resolved", metadata: ["destination": "\(destination)", "addresses": "\(state.withLock { $0.addresses })"])
             track()
         }
-        update { _ in }
+        reevaluate()
     }
 
     /// Asks the monitor to look up the current addresses, dropping the previous ones.
