@@ -11,20 +11,17 @@ import SyncCore
 ///
 /// A backfill is a chain: every page's request needs the `Link` header of the page before. Over
 /// AsyncHTTPClient, each link of that chain went from the response's read to the caller's task,
-/// through the coordinator's actor and the request's tasks, back into the pool and down to the
+/// through the coordinator's actor and the request's tasks, into the pool and down to the
 /// socket: ~150 µs a page on loopback, as long in all as the server's own answers
-/// (BENCHMARKS.md). Here the next request is written by the handler that read the response, on
-/// the same thread, before anything else runs:
-/// - the page asked for next (the coordinator asks as soon as the headers are in, usually while
-///   the handler still reads the body) goes out first;
-/// - when nobody has asked yet, the handler asks for the response's `rel="next"` page itself,
-///   one page ahead at most, and keeps the answer for the caller who asks for it. A page nobody
-///   asks for (the backfill reached its depth, or went offline) is dropped with the connection.
+/// (BENCHMARKS.md). Here the caller is told the links from the handler, as soon as a success's
+/// headers are read; the backfill asks for the next page from there, usually before the body is
+/// in, and the handler writes that request as the response ends, before anything else runs.
 ///
 /// Only one request is on the connection at a time (no pipelining), so any HTTP/1.1 server
-/// works. Only a success is answered here: a redirect is handed back to the caller, which
-/// follows it over AsyncHTTPClient like any other request; other statuses become the same
-/// ``FeedError``s. All state lives on one event loop.
+/// works, and nothing is ever asked for that a caller did not ask for. Only a success is
+/// answered here: a redirect is handed back to the caller, which follows it over
+/// AsyncHTTPClient like any other request; other statuses become the same ``FeedError``s. All
+/// state lives on one event loop.
 final class PageWalk: Sendable {
     /// What a walked request gave.
     enum Answer: Sendable {
@@ -130,12 +127,8 @@ struct Ask {
 final class WalkState {
     /// A request on the connection, or waiting for it.
     final class Request {
-        let key: String
-        let url: URL
-        let headers: HTTPHeaders
-        let label: RequestLabel
-        /// The callers waiting for it; none while it was only guessed from a `next` link.
-        var asks: [Ask]
+        /// The caller waiting for it; `nil` once it gave up.
+        var ask: Ask?
         var links: [WebLink]?
         var status: HTTPResponseStatus?
         var responseHeaders = HTTPHeaders()
@@ -148,12 +141,8 @@ final class WalkState {
         var onReusedConnection = false
         var retried = false
 
-        init(url: URL, headers: HTTPHeaders, label: RequestLabel, asks: [Ask]) {
-            self.key = url.absoluteString
-            self.url = url
-            self.headers = headers
-            self.label = label
-            self.asks = asks
+        init(_ ask: Ask) {
+            self.ask = ask
         }
     }
 
@@ -167,13 +156,6 @@ final class WalkState {
     private var current: Request?
     /// Asked for, to go out after `current`, in order.
     private var queue: [Request] = []
-    /// A page fetched ahead that nobody has asked for yet, and its answer once it came.
-    private var guessed: (request: Request, answer: Result<PageWalk.Answer, any Error>?)?
-    /// When the guess's answer came: one not asked for within ``guessLifetime`` is dropped.
-    private var guessAnswered = NIODeadline.distantPast
-    /// How long an answer nobody asked for yet is kept. A backfill asks within microseconds;
-    /// a caller that asks later (after a retry's backoff, say) gets a fresh answer.
-    static let guessLifetime = TimeAmount.seconds(1)
     private var idleTimer: Scheduled<Void>?
 
     init(settings: PageWalk.Settings, loop: any EventLoop, box: NIOLoopBoundBox<WalkState?>) {
@@ -185,46 +167,25 @@ final class WalkState {
     func ask(_ ask: Ask) {
         idleTimer?.cancel()
         idleTimer = nil
-        let key = ask.url.absoluteString
-        dropStaleGuess()
-        if let guessed, guessed.request.key == key {
-            if let answer = guessed.answer {
-                self.guessed = nil
-                if case .success(.page(_, let links)) = answer { ask.onLinks?(links) }
-                ask.promise.completeWith(answer)
-                armIdleTimerIfIdle()
-            } else {
-                // On its way: this caller gets it when it comes.
-                if let links = guessed.request.links { ask.onLinks?(links) }
-                guessed.request.asks.append(ask)
-                self.guessed = nil
-            }
-            return
-        }
-        queue.append(Request(url: ask.url, headers: ask.headers, label: ask.label, asks: [ask]))
+        queue.append(Request(ask))
         sendNext()
     }
 
     /// A caller gave up (its task was cancelled, or its deadline passed).
     func cancel(_ promise: EventLoopPromise<PageWalk.Answer>) {
-        let matches = { (ask: Ask) in ask.promise.futureResult === promise.futureResult }
-        if let index = queue.firstIndex(where: { $0.asks.contains(where: matches) }) {
-            queue[index].asks.removeAll(where: matches)
-            if queue[index].asks.isEmpty { queue.remove(at: index) }
-        } else if let current, current.asks.contains(where: matches) {
-            current.asks.removeAll(where: matches)
+        let matches = { (request: Request) in request.ask?.promise.futureResult === promise.futureResult }
+        if let index = queue.firstIndex(where: matches) {
+            queue.remove(at: index)
+        } else if let current, matches(current) {
+            current.ask = nil
             // A request nobody waits for holds the connection until it ends; a stalled server
             // would hold it forever. Closing it is what AsyncHTTPClient does too; the requests
             // other callers wait for go out on a new one.
-            if current.asks.isEmpty { dropConnection() }
+            dropConnection()
         } else {
             return
         }
         promise.fail(CancellationError())
-    }
-
-    private func dropStaleGuess() {
-        if guessed?.answer != nil, NIODeadline.now() - guessAnswered >= Self.guessLifetime { guessed = nil }
     }
 
     /// Closes the connection under the request on it, which nobody waits for any more, and
@@ -235,19 +196,17 @@ final class WalkState {
         let channel = self.channel
         self.channel = nil
         current = nil
-        guessed = nil
         channel?.close(promise: nil)
         sendNext()
         if self.channel == nil, !connecting { box.value = nil }
     }
 
-    /// Closes the connection: every request on it or waiting fails, the guess is dropped.
+    /// Closes the connection: every request on it or waiting fails.
     func close() {
         idleTimer?.cancel()
         idleTimer = nil
         let channel = self.channel
         self.channel = nil
-        guessed = nil
         fail(current, with: ChannelError.ioOnClosedChannel)
         current = nil
         let waiting = queue
@@ -276,8 +235,9 @@ final class WalkState {
     private func write(_ request: Request, on channel: any Channel) {
         current = request
         request.onReusedConnection = answered > 0
-        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(request.url))
-        head.headers = request.headers
+        guard let ask = request.ask else { return }
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(ask.url))
+        head.headers = ask.headers
         head.headers.replaceOrAdd(name: "Host", value: settings.hostHeader)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
@@ -345,64 +305,51 @@ final class WalkState {
             request.responseHeaders = head.headers
             request.closesConnection = !head.isKeepAlive
             guard (200..<300).contains(head.status.code) else { return }
-            request.failure = HTTPFeedSource.declaredTooLarge(head.headers, limit: settings.maxBodyBytes, label: request.label)
+            guard let ask = request.ask else { return }
+            request.failure = HTTPFeedSource.declaredTooLarge(head.headers, limit: settings.maxBodyBytes, label: ask.label)
             guard request.failure == nil else { return }
-            let links = LinkHeader.parse(head.headers["link"], base: request.url)
+            let links = LinkHeader.parse(head.headers["link"], base: ask.url)
             request.links = links
-            for ask in request.asks { ask.onLinks?(links) }
+            // May ask for the next page, which then goes out as this response ends.
+            ask.onLinks?(links)
         case .body(var part):
-            guard let status = request.status, (200..<300).contains(status.code), request.failure == nil else { return }
+            guard let status = request.status, (200..<300).contains(status.code), request.failure == nil, let ask = request.ask else { return }
             if request.body.readableBytes + part.readableBytes > settings.maxBodyBytes {
-                request.failure = FeedError(.tooLarge, "\(request.label): the body exceeds the limit of \(settings.maxBodyBytes) bytes")
+                request.failure = FeedError(.tooLarge, "\(ask.label): the body exceeds the limit of \(settings.maxBodyBytes) bytes")
                 return
             }
             request.body.writeBuffer(&part)
         case .end:
             answered += 1
             current = nil
-            let answer = answer(to: request)
-            if request.asks.isEmpty {
-                guessed = (request, answer)
-                guessAnswered = .now()
-            }
+            guard let ask = request.ask else { return }
+            let answer = answer(to: request, ask)
             if request.failure != nil {
                 // The rest of an oversized body is not read: the connection goes with it.
-                for ask in request.asks { ask.promise.completeWith(answer) }
+                ask.promise.completeWith(answer)
                 close()
                 return
             }
-            dropStaleGuess()
             if request.closesConnection {
                 // Nothing more goes on this connection: the next request opens a new one.
                 let channel = self.channel
                 self.channel = nil
                 channel?.close(promise: nil)
-                sendNext()
-                for ask in request.asks { ask.promise.completeWith(answer) }
-                return
             }
-            // The next request goes out before anyone hears of this answer: hearing of it runs
-            // the caller's code, and the server would wait for that.
-            if queue.isEmpty, guessed == nil, case .success(.page(_, let links)) = answer,
-               let next = LinkHeader.first("next", in: links), next.origin == settings.origin, let channel {
-                // Nobody asked for the next page yet: ask for it now, and keep it for whoever does.
-                let ahead = Request(url: next, headers: request.headers, label: RequestLabel(url: next), asks: [])
-                guessed = (ahead, nil)
-                write(ahead, on: channel)
-            } else {
-                sendNext()
-            }
-            for ask in request.asks { ask.promise.completeWith(answer) }
+            // The next request goes out before the caller hears of this answer: hearing of it
+            // runs the caller's code, and the server would wait for that.
+            sendNext()
+            ask.promise.completeWith(answer)
         }
     }
 
-    private func answer(to request: Request) -> Result<PageWalk.Answer, any Error> {
+    private func answer(to request: Request, _ ask: Ask) -> Result<PageWalk.Answer, any Error> {
         if let failure = request.failure { return .failure(failure) }
         guard let status = request.status else { return .failure(ChannelError.ioOnClosedChannel) }
         switch status.code {
         case 200..<300: return .success(.page(request.body, links: request.links ?? []))
         case 300..<400: return .success(.redirect)
-        default: return .failure(HTTPFeedSource.statusError(status, request.responseHeaders, label: request.label))
+        default: return .failure(HTTPFeedSource.statusError(status, request.responseHeaders, label: ask.label))
         }
     }
 
@@ -414,10 +361,9 @@ final class WalkState {
         idleTimer?.cancel()
         idleTimer = nil
         channel?.close(promise: nil)
-        if guessed?.answer == nil { guessed = nil }
         if let request = current {
             current = nil
-            if request.status == nil, request.onReusedConnection, !request.retried, !request.asks.isEmpty {
+            if request.status == nil, request.onReusedConnection, !request.retried, request.ask != nil {
                 // The server closed an idle keep-alive connection as the request went out.
                 request.retried = true
                 queue.insert(request, at: 0)
@@ -429,9 +375,8 @@ final class WalkState {
     }
 
     private func fail(_ request: Request?, with error: any Error) {
-        guard let request else { return }
-        for ask in request.asks { ask.promise.fail(error) }
-        request.asks = []
+        request?.ask?.promise.fail(error)
+        request?.ask = nil
     }
 
     /// Path and query, as the request line wants them.
