@@ -1,9 +1,14 @@
 import AsyncHTTPClient
+import Foundation
 import NIOCore
+import NIOSSL
+import Synchronization
 
 /// The HTTP connection pool that feed sources share.
 ///
-/// One per process (or per test): sources for feeds on the same host reuse its connections.
+/// One per process (or per test): sources for feeds on the same host reuse its connections. A
+/// client made with ``init(options:)`` also gives each source a connection of its own for a
+/// backfill's older pages, which ``shutdown()`` closes too.
 /// A client made with ``init(options:)`` owns its pool: ``shutdown()`` closes it and waits, and
 /// a client released without that closes it in the background. One made with
 /// ``init(sharing:options:)`` uses the caller's `HTTPClient` (`HTTPClient.shared`, say) and
@@ -41,6 +46,8 @@ public final class HTTPFeedClient: Sendable {
     let http: HTTPClient
     /// Whether ``http`` is this client's to shut down (and its configuration this module's).
     let ownsPool: Bool
+    /// The sources' walks, closed by ``shutdown()``; `nil` once shut down.
+    private let walks = Mutex<[WeakWalk]?>([])
 
     /// A client with a pool of its own, configured for feeds.
     ///
@@ -89,10 +96,37 @@ public final class HTTPFeedClient: Sendable {
     /// client. Safe to call more than once.
     public func shutdown() async throws {
         guard ownsPool else { return }
+        let open = walks.withLock { walks in
+            defer { walks = nil }
+            return (walks ?? []).compactMap(\.walk)
+        }
+        for walk in open { await walk.close() }
         do {
             try await http.shutdown()
         } catch let error as HTTPClientError where error == .alreadyShutdown {
             // Shut down already: what the caller asked for.
         }
     }
+}
+
+extension HTTPFeedClient {
+    /// A walk for a source of this client, or `nil` on a shared `HTTPClient` (whose
+    /// configuration, a proxy or its own TLS, only AsyncHTTPClient knows) or once shut down.
+    func makeWalk(for url: URL, tls: TLSConfiguration?, maxBodyBytes: Int) -> PageWalk? {
+        guard ownsPool,
+              let walk = PageWalk(for: url, tls: tls, options: options, maxBodyBytes: maxBodyBytes, loop: http.eventLoopGroup.next())
+        else { return nil }
+        let registered = walks.withLock { walks -> Bool in
+            guard walks != nil else { return false }
+            walks?.removeAll { $0.walk == nil }
+            walks?.append(WeakWalk(walk: walk))
+            return true
+        }
+        return registered ? walk : nil
+    }
+}
+
+/// A source's walk, held without keeping it alive: the source owns it.
+private struct WeakWalk: Sendable {
+    weak var walk: PageWalk?
 }

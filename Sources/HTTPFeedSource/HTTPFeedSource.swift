@@ -46,10 +46,7 @@ public struct HTTPFeedSource: FeedSource {
         self.logger = logger
         let tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
         self.tls = tls
-        walk = client.ownsPool
-            ? PageWalk(for: configuration.url, tls: tls, options: client.options, maxBodyBytes: configuration.maxBodyBytes,
-                       loop: client.http.eventLoopGroup.next())
-            : nil
+        walk = client.makeWalk(for: configuration.url, tls: tls, maxBodyBytes: configuration.maxBodyBytes)
     }
 
     /// The configured URL's page; its `next` link is the older cursor, and the newer one follows ``FeedPagination``.

@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
+import Synchronization
 import SyncCore
 
 /// A backfill's older pages over one keep-alive connection of SwiftNIO's own, whose handler
@@ -49,6 +51,8 @@ final class PageWalk: Sendable {
     private let loop: any EventLoop
     private let state: NIOLoopBoundBox<WalkState?>
     let settings: Settings
+    /// Set when the client shut down: the walk opens no connection any more.
+    private let retired = Atomic<Bool>(false)
 
     /// A walk for `url`'s origin, or `nil` for a scheme other than http and https, or a TLS
     /// configuration NIOSSL refuses (the pool then reports why, on the first request).
@@ -86,6 +90,15 @@ final class PageWalk: Sendable {
         loop.execute { state.value?.close() }
     }
 
+    /// Closes the connection for good (the client shut down), failing what is on it or
+    /// waiting, and waits until it is closed.
+    func close() async {
+        retired.store(true, ordering: .sequentiallyConsistent)
+        let state = self.state, loop = self.loop
+        let closed = loop.flatSubmit { state.value?.close() ?? loop.makeSucceededVoidFuture() }
+        try? await closed.get()
+    }
+
     /// Whether `url` is on this walk's origin.
     func serves(_ url: URL) -> Bool { url.origin == settings.origin }
 
@@ -97,6 +110,8 @@ final class PageWalk: Sendable {
     ///   when the connection fails, `CancellationError` when the task is cancelled (which closes
     ///   the connection, as AsyncHTTPClient does for a cancelled request).
     func fetch(_ url: URL, headers: HTTPHeaders, label: RequestLabel, onLinks: (@Sendable ([WebLink]) -> Void)?) async throws -> Answer {
+        // What the pool answers once shut down.
+        if retired.load(ordering: .sequentiallyConsistent) { throw HTTPClientError.alreadyShutdown }
         let promise = loop.makePromise(of: Answer.self)
         let ask = Ask(url: url, headers: headers, label: label, onLinks: onLinks, promise: promise)
         let state = self.state, settings = self.settings, loop = self.loop
@@ -156,7 +171,12 @@ final class WalkState {
     private var current: Request?
     /// Asked for, to go out after `current`, in order.
     private var queue: [Request] = []
+    /// Closes the connection once it has been idle for the idle timeout. Armed once and moved
+    /// on when it fires, not re-armed for every request: a backfill's connection goes idle
+    /// between every two pages, for microseconds.
     private var idleTimer: Scheduled<Void>?
+    /// When the connection last went idle.
+    private var idleSince = NIODeadline.now()
 
     init(settings: PageWalk.Settings, loop: any EventLoop, box: NIOLoopBoundBox<WalkState?>) {
         self.settings = settings
@@ -165,8 +185,6 @@ final class WalkState {
     }
 
     func ask(_ ask: Ask) {
-        idleTimer?.cancel()
-        idleTimer = nil
         queue.append(Request(ask))
         sendNext()
     }
@@ -202,7 +220,8 @@ final class WalkState {
     }
 
     /// Closes the connection: every request on it or waiting fails.
-    func close() {
+    @discardableResult
+    func close() -> EventLoopFuture<Void> {
         idleTimer?.cancel()
         idleTimer = nil
         let channel = self.channel
@@ -212,8 +231,13 @@ final class WalkState {
         let waiting = queue
         queue = []
         for request in waiting { fail(request, with: CancellationError()) }
-        channel?.close(promise: nil)
-        if !connecting { box.value = nil }
+        // A connection still being made is closed as it completes: it finds another state, or none.
+        box.value = nil
+        guard let channel else { return loop.makeSucceededVoidFuture() }
+        let closed = loop.makePromise(of: Void.self)
+        channel.close(promise: closed)
+        // Closed already (by the server, say) is closed.
+        return closed.futureResult.recover { _ in }
     }
 
     // MARK: The connection
@@ -290,9 +314,21 @@ final class WalkState {
     }
 
     private func armIdleTimerIfIdle() {
-        guard current == nil, queue.isEmpty, idleTimer == nil, channel != nil else { return }
+        guard current == nil, queue.isEmpty, channel != nil else { return }
+        idleSince = .now()
+        if idleTimer == nil { armIdleTimer(at: idleSince + settings.idleTimeout) }
+    }
+
+    private func armIdleTimer(at deadline: NIODeadline) {
         let box = self.box
-        idleTimer = loop.scheduleTask(in: settings.idleTimeout) { box.value?.close() }
+        idleTimer = loop.scheduleTask(deadline: deadline) { box.value?.idleTimerFired() }
+    }
+
+    private func idleTimerFired() {
+        idleTimer = nil
+        guard current == nil, queue.isEmpty, channel != nil else { return }
+        let deadline = idleSince + settings.idleTimeout
+        if deadline > .now() { armIdleTimer(at: deadline) } else { close() }
     }
 
     // MARK: The response, from the handler

@@ -148,15 +148,23 @@ struct SyncDriver {
 ///
 /// - Parameter localPort: only the connection from this port of ours, when given.
 func establishedConnections(toPort port: Int, from localPort: Int? = nil) throws -> Int {
+    try establishedLocalPorts(toPort: port).count { localPort == nil || $0 == localPort }
+}
+
+/// The local ports of this process's ESTABLISHED connections to `port` (see
+/// ``establishedConnections(toPort:from:)``). A test that ran before may have left a connection
+/// to a server that stopped, whose port another server now has: compare sets to tell yours.
+func establishedLocalPorts(toPort port: Int) throws -> [Int] {
     // Read to the end: the kernel hands the table out a page per read, and a busy machine's is longer.
     let file = try #require(FileHandle(forReadingAtPath: "/proc/\(getpid())/net/tcp"))
     defer { try? file.close() }
     let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
-    return table.split(separator: "\n").dropFirst().count { line in
+    return table.split(separator: "\n").dropFirst().compactMap { line in
         let fields = line.split(separator: " ")
         guard fields.count > 3, let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
-              let ownPort = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
-        else { return false }
-        return remotePort == port && fields[3] == "01" && (localPort.map { $0 == ownPort } ?? true)
+              let ownPort = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
+              remotePort == port, fields[3] == "01"
+        else { return nil }
+        return ownPort
     }
 }
