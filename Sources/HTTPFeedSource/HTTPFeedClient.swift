@@ -112,9 +112,11 @@ public final class HTTPFeedClient: Sendable {
 extension HTTPFeedClient {
     /// A walk for a source of this client, or `nil` on a shared `HTTPClient` (whose
     /// configuration, a proxy or its own TLS, only AsyncHTTPClient knows) or once shut down.
-    func makeWalk(for url: URL, tls: TLSConfiguration?, maxBodyBytes: Int) -> PageWalk? {
+    func makeWalk(for url: URL, tls: TLSConfiguration?, maxBodyBytes: Int, requestTimeout: Duration) -> PageWalk? {
         guard ownsPool,
-              let walk = PageWalk(for: url, tls: tls, options: options, maxBodyBytes: maxBodyBytes, loop: http.eventLoopGroup.next())
+              let walk = PageWalk(
+                for: url, tls: tls, options: options, maxBodyBytes: maxBodyBytes, requestTimeout: requestTimeout,
+                loop: http.eventLoopGroup.next())
         else { return nil }
         let registered = walks.withLock { walks -> Bool in
             guard walks != nil else { return false }

@@ -46,7 +46,8 @@ public struct HTTPFeedSource: FeedSource {
         self.logger = logger
         let tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
         self.tls = tls
-        walk = client.makeWalk(for: configuration.url, tls: tls, maxBodyBytes: configuration.maxBodyBytes)
+        walk = client.makeWalk(
+            for: configuration.url, tls: tls, maxBodyBytes: configuration.maxBodyBytes, requestTimeout: configuration.requestTimeout)
     }
 
     /// The configured URL's page; its `next` link is the older cursor, and the newer one follows ``FeedPagination``.
@@ -173,8 +174,12 @@ public struct HTTPFeedSource: FeedSource {
         let validators = conditional ? cache.validators(for: url) : nil
         let raw: RawResponse
         do {
-            raw = try await withRequestTimeout(label) { [self] in
-                try await exchange(url, label: label, validators: validators, onLinks: onLinks)
+            if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) {
+                raw = answer
+            } else {
+                raw = try await withRequestTimeout(label) { [self] in
+                    try await exchange(url, label: label, validators: validators, onLinks: onLinks)
+                }
             }
         } catch let error as FeedError {
             log(label, started, outcome: error.message)
@@ -214,6 +219,20 @@ public struct HTTPFeedSource: FeedSource {
         return Response(items: items, links: raw.links)
     }
 
+    /// A backfill's page over the walk's connection, whose handler sends the next one; `nil`
+    /// when it is not one (or is a redirect, which the pool then asks for and follows).
+    ///
+    /// The walk times the request itself, from when it goes out: a page asked for while the one
+    /// before still arrives waits on the connection, and that wait must not use up its time.
+    private func walked(
+        _ url: URL, label: RequestLabel, validators: Validators?, onLinks: (@Sendable ([WebLink]) -> Void)?
+    ) async throws -> RawResponse? {
+        guard onLinks != nil, validators == nil, let walk, walk.serves(url) else { return nil }
+        let headers = try requestHeaders(url, validators: nil)
+        guard case .page(let body, let links) = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) else { return nil }
+        return RawResponse(body: Self.data(body), links: links, url: url, validators: nil)
+    }
+
     /// One request and the redirects it is allowed to follow.
     ///
     /// Followed: 302, 303 and 307 to the same origin, or from http to https on the same host.
@@ -226,17 +245,9 @@ public struct HTTPFeedSource: FeedSource {
         var url = start
         var followed = 0
         while true {
-            let headers = try requestHeaders(url, validators: validators)
-            if followed == 0, onLinks != nil, validators == nil, let walk, walk.serves(url) {
-                // A backfill's page: on the walk's connection, whose handler sends the next one.
-                if case .page(let body, let links) = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) {
-                    return RawResponse(body: Self.data(body), links: links, url: url, validators: nil)
-                }
-                // A redirect: asked again below, where redirects are followed.
-            }
             var request = HTTPClientRequest(url: url.absoluteString)
             request.method = .GET
-            request.headers = headers
+            request.headers = try requestHeaders(url, validators: validators)
             if let tls { request.tlsConfiguration = tls }
             let deadline = NIODeadline.now() + TimeAmount(configuration.requestTimeout)
             let response = try await client.http.execute(request, deadline: deadline)

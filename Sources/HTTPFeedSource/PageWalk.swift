@@ -46,6 +46,8 @@ final class PageWalk: Sendable {
         var idleTimeout: TimeAmount
         var maxBodyBytes: Int
         var decompressionLimit: Int?
+        /// From when a request goes out until its response has ended.
+        var requestTimeout: Duration
     }
 
     private let loop: any EventLoop
@@ -56,7 +58,10 @@ final class PageWalk: Sendable {
 
     /// A walk for `url`'s origin, or `nil` for a scheme other than http and https, or a TLS
     /// configuration NIOSSL refuses (the pool then reports why, on the first request).
-    init?(for url: URL, tls: TLSConfiguration?, options: HTTPFeedClient.Options, maxBodyBytes: Int, loop: any EventLoop) {
+    init?(
+        for url: URL, tls: TLSConfiguration?, options: HTTPFeedClient.Options, maxBodyBytes: Int, requestTimeout: Duration,
+        loop: any EventLoop
+    ) {
         guard let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else { return nil }
         var context: NIOSSLContext?
         switch scheme {
@@ -75,7 +80,8 @@ final class PageWalk: Sendable {
         settings = Settings(
             origin: url.origin, host: host, port: port, hostHeader: port == defaultPort ? bracketed : "\(bracketed):\(port)", tls: context,
             connectTimeout: TimeAmount(options.connectTimeout), idleTimeout: TimeAmount(options.idleTimeout),
-            maxBodyBytes: maxBodyBytes, decompressionLimit: options.decompression ? options.maxDecompressedBytes : nil)
+            maxBodyBytes: maxBodyBytes, decompressionLimit: options.decompression ? options.maxDecompressedBytes : nil,
+            requestTimeout: requestTimeout)
         self.loop = loop
         state = NIOLoopBoundBox.makeEmptyBox(valueType: WalkState.self, eventLoop: loop)
     }
@@ -116,6 +122,11 @@ final class PageWalk: Sendable {
         let ask = Ask(url: url, headers: headers, label: label, onLinks: onLinks, promise: promise)
         let state = self.state, settings = self.settings, loop = self.loop
         @Sendable func start() {
+            // Checked again on the loop, where the shutdown's close ran: no connection opens after it.
+            if self.retired.load(ordering: .sequentiallyConsistent) {
+                promise.fail(HTTPClientError.alreadyShutdown)
+                return
+            }
             if state.value == nil { state.value = WalkState(settings: settings, loop: loop, box: state) }
             state.value?.ask(ask)
         }
@@ -155,6 +166,8 @@ final class WalkState {
         /// server dropping an idle connection as the request went out, and is retried once.
         var onReusedConnection = false
         var retried = false
+        /// Ends the request if its response has not ended within the request timeout.
+        var deadline: Scheduled<Void>?
 
         init(_ ask: Ask) {
             self.ask = ask
@@ -167,8 +180,10 @@ final class WalkState {
     private var channel: (any Channel)?
     private var connecting = false
     private var answered = 0
-    /// The request on the connection.
-    private var current: Request?
+    /// The request on the connection; its deadline goes with it.
+    private var current: Request? {
+        didSet { if oldValue !== current { oldValue?.deadline?.cancel() } }
+    }
     /// Asked for, to go out after `current`, in order.
     private var queue: [Request] = []
     /// Closes the connection once it has been idle for the idle timeout. Armed once and moved
@@ -258,6 +273,8 @@ final class WalkState {
 
     private func write(_ request: Request, on channel: any Channel) {
         current = request
+        let box = self.box, id = ObjectIdentifier(request)
+        request.deadline = loop.scheduleTask(in: TimeAmount(settings.requestTimeout)) { box.value?.timedOut(id) }
         request.onReusedConnection = answered > 0
         guard let ask = request.ask else { return }
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(ask.url))
@@ -387,6 +404,16 @@ final class WalkState {
         case 300..<400: return .success(.redirect)
         default: return .failure(HTTPFeedSource.statusError(status, request.responseHeaders, label: ask.label))
         }
+    }
+
+    /// The request on the connection got no complete response in time: it fails as the pool's
+    /// would (the same message as `HTTPFeedSource`'s own deadline), and the requests waiting
+    /// behind it go out on a new connection, each with its full time.
+    private func timedOut(_ id: ObjectIdentifier) {
+        guard let request = current, ObjectIdentifier(request) == id, let ask = request.ask else { return }
+        request.ask = nil
+        dropConnection()
+        ask.promise.fail(FeedError(.timeout, "\(ask.label): no complete response within \(settings.requestTimeout)"))
     }
 
     /// The connection failed or closed under a request.

@@ -184,6 +184,47 @@ struct PageWalkTests {
         }
     }
 
+    /// A page asked for while the one before it is still on the connection waits there, and its
+    /// time starts when it goes out: a slow page before it costs it the wait, not its time.
+    @Test func aPageWaitingBehindASlowOneGetsItsFullTime() async throws {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let source = try server.source("home", client: client) { $0.requestTimeout = .seconds(4) }
+            let cursor = source.configuration.url.absoluteString
+            func slow(_ milliseconds: Int) -> String { cursor + (cursor.contains("?") ? "&" : "?") + "fault=latency:\(milliseconds)" }
+            let started = ContinuousClock.now
+            let first = Task { try await source.fetchOlder(cursor: slow(2_000), olderCursorKnown: { _ in }) }
+            while await server.requestCount(feed: "home") == 0, ContinuousClock.now - started < .seconds(10) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            // Goes out when the first has ended, 2 s on, and takes 2.5 s more: 4.5 s after it was
+            // asked, but only 2.5 s of its 4 s. The margins are wide for a loaded machine.
+            let second = try await source.fetchOlder(cursor: slow(2_500), olderCursorKnown: { _ in })
+            #expect(second.items.count == 20)
+            #expect(try await first.value.items.count == 20)
+            #expect(ContinuousClock.now - started >= .milliseconds(4_500), "the second waited for the first")
+        }
+    }
+
+    /// A connection that closes before any answer, after answering before, is taken for a server
+    /// that dropped it as idle while the request went out: the request is sent once more.
+    @Test func aRequestCutOffOnAReusedConnectionIsSentOnceMore() async throws {
+        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
+            let healthy = try server.source("home", client: client)
+            let cursor = healthy.configuration.url.absoluteString
+            let faulty = cursor + (cursor.contains("?") ? "&" : "?") + "fault=reset"
+            #expect(try await healthy.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }).items.count == 20)
+            // The same source, so the same connection: the server resets it before answering, twice.
+            let before = await server.requestCount(feed: "home")
+            let error = try #require(await expectFeedError { try await healthy.fetchOlder(cursor: faulty, olderCursorKnown: { _ in }) })
+            #expect(error.kind == .transport)
+            #expect(await server.requestCount(feed: "home") - before == 2, "sent again once on a new connection")
+            // A fresh connection's reset is an answer: not sent again.
+            let fresh = await server.requestCount(feed: "home")
+            _ = await expectFeedError { try await healthy.fetchOlder(cursor: faulty, olderCursorKnown: { _ in }) }
+            #expect(await server.requestCount(feed: "home") - fresh == 1)
+        }
+    }
+
     @Test func cancellingAWalkedRequestClosesItsConnection() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
             let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = TestSupport.hangGuard }
