@@ -168,6 +168,8 @@ final class WalkState {
         var retried = false
         /// Ends the request if its response has not ended within the request timeout.
         var deadline: Scheduled<Void>?
+        /// Its number among the requests written, which its timer names.
+        var serial = 0
 
         init(_ ask: Ask) {
             self.ask = ask
@@ -177,6 +179,12 @@ final class WalkState {
     private let settings: PageWalk.Settings
     private let loop: any EventLoop
     private let box: NIOLoopBoundBox<WalkState?>
+    /// Tells this state from those before it in the box, for a connection or a timer that
+    /// completes late; numbers, because a new object may have an old one's address.
+    private let generation = WalkState.generations.add(1, ordering: .relaxed).newValue
+    private static let generations = Atomic<Int>(0)
+    /// Tells a request's timer from another's, for the same reason.
+    private var requestsWritten = 0
     private var channel: (any Channel)?
     private var connecting = false
     private var answered = 0
@@ -272,11 +280,16 @@ final class WalkState {
     }
 
     private func write(_ request: Request, on channel: any Channel) {
-        current = request
-        let box = self.box, id = ObjectIdentifier(request)
-        request.deadline = loop.scheduleTask(in: TimeAmount(settings.requestTimeout)) { box.value?.timedOut(id) }
-        request.onReusedConnection = answered > 0
         guard let ask = request.ask else { return }
+        current = request
+        requestsWritten += 1
+        request.serial = requestsWritten
+        let box = self.box, generation = self.generation, serial = request.serial
+        request.deadline = loop.scheduleTask(in: TimeAmount(settings.requestTimeout)) {
+            guard let state = box.value, state.generation == generation else { return }
+            state.timedOut(serial)
+        }
+        request.onReusedConnection = answered > 0
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(ask.url))
         head.headers = ask.headers
         head.headers.replaceOrAdd(name: "Host", value: settings.hostHeader)
@@ -305,9 +318,9 @@ final class WalkState {
                 try operations.addHandler(WalkHandler(box: box))
             }
         }
-        let me = ObjectIdentifier(self)
+        let generation = self.generation
         bootstrap.connect(host: settings.host, port: settings.port).whenComplete { result in
-            guard let state = box.value, ObjectIdentifier(state) == me else {
+            guard let state = box.value, state.generation == generation else {
                 if case .success(let channel) = result { channel.close(promise: nil) }
                 return
             }
@@ -409,8 +422,8 @@ final class WalkState {
     /// The request on the connection got no complete response in time: it fails as the pool's
     /// would (the same message as `HTTPFeedSource`'s own deadline), and the requests waiting
     /// behind it go out on a new connection, each with its full time.
-    private func timedOut(_ id: ObjectIdentifier) {
-        guard let request = current, ObjectIdentifier(request) == id, let ask = request.ask else { return }
+    private func timedOut(_ serial: Int) {
+        guard let request = current, request.serial == serial, let ask = request.ask else { return }
         request.ask = nil
         dropConnection()
         ask.promise.fail(FeedError(.timeout, "\(ask.label): no complete response within \(settings.requestTimeout)"))
