@@ -8,16 +8,16 @@ import NIOSSL
 import Synchronization
 import SyncCore
 
-/// A backfill's older pages over one keep-alive connection of SwiftNIO's own, whose handler
-/// sends the next page's request the moment a page's response ends.
+/// A backfill's older pages over one keep-alive connection of SwiftNIO's own.
 ///
 /// A backfill is a chain: every page's request needs the `Link` header of the page before. Over
 /// AsyncHTTPClient, each link of that chain went from the response's read to the caller's task,
 /// through the coordinator's actor and the request's tasks, into the pool and down to the
 /// socket: ~150 µs a page on loopback, as long in all as the server's own answers
-/// (BENCHMARKS.md). Here the caller is told the links from the handler, as soon as a success's
-/// headers are read; the backfill asks for the next page from there, usually before the body is
-/// in, and the handler writes that request as the response ends, before anything else runs.
+/// (BENCHMARKS.md). Here the handler tells the caller a success's links as its headers are read;
+/// the backfill's next request, started from there, runs right after that read on the same
+/// thread and is written to the connection at once (or as the response ends, if it is still
+/// being read), with no pool, timeout task or other thread on the way.
 ///
 /// Only one request is on the connection at a time (no pipelining), so any HTTP/1.1 server
 /// works, and nothing is ever asked for that a caller did not ask for. Only a success is
