@@ -137,6 +137,36 @@ struct PageWalkTests {
         }
     }
 
+    @Test func anIPv6LiteralFeedIsWalked() async throws {
+        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 30)])
+        configuration.host = "::1"
+        configuration.port = 0
+        let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
+        do {
+            try await server.start()
+        } catch {
+            // A machine without IPv6 loopback cannot host this test; say so rather than pass.
+            Issue.record("no IPv6 loopback to listen on: \(error)")
+            return
+        }
+        do {
+            try await withFeedClient { client in
+                let url = try #require(server.feedURL("home", limit: 10))
+                #expect(url.hasPrefix("http://[::1]:"))
+                let source = try HTTPFeedSource(configuration: .init(url: try #require(URL(string: url))), client: client, logger: quietLogger)
+                let first = try await source.fetchInitial()
+                let second = try await walked(source, first.olderCursor)
+                let third = try await walked(source, second.olderCursor)
+                let expected = try await server.expectedItems("home")
+                #expect(first.items + second.items + third.items == expected)
+            }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     @Test func aRedirectedPageIsFollowedLikeThePoolFollowsIt() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(12)
