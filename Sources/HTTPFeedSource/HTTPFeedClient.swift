@@ -6,11 +6,10 @@ import Synchronization
 
 /// The HTTP connection pool that feed sources share.
 ///
-/// One per process (or per test): sources for feeds on the same host reuse its connections. A
-/// client made with ``init(options:)`` also gives each source a connection of its own for a
-/// backfill's older pages, which ``shutdown()`` closes too.
-/// A client made with ``init(options:)`` owns its pool: ``shutdown()`` closes it and waits, and
-/// a client released without that closes it in the background. One made with
+/// One per process (or per test): sources for feeds on the same host reuse its connections.
+/// A client made with ``init(options:)`` owns its pool, and gives each source a connection of its
+/// own for a backfill's older pages: ``shutdown()`` closes both and waits, and a client released
+/// without that closes the pool in the background. One made with
 /// ``init(sharing:options:)`` uses the caller's `HTTPClient` (`HTTPClient.shared`, say) and
 /// leaves its lifetime to the caller.
 public final class HTTPFeedClient: Sendable {

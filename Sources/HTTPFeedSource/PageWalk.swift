@@ -232,10 +232,7 @@ final class WalkState {
     /// Closes the connection under the request on it, which nobody waits for any more, and
     /// sends the waiting ones on a new connection.
     private func dropConnection() {
-        idleTimer?.cancel()
-        idleTimer = nil
-        let channel = self.channel
-        self.channel = nil
+        let channel = detachChannel()
         current = nil
         channel?.close(promise: nil)
         sendNext()
@@ -245,10 +242,7 @@ final class WalkState {
     /// Closes the connection: every request on it or waiting fails.
     @discardableResult
     func close() -> EventLoopFuture<Void> {
-        idleTimer?.cancel()
-        idleTimer = nil
-        let channel = self.channel
-        self.channel = nil
+        let channel = detachChannel()
         fail(current, with: ChannelError.ioOnClosedChannel)
         current = nil
         let waiting = queue
@@ -264,6 +258,14 @@ final class WalkState {
     }
 
     // MARK: The connection
+
+    /// Takes the connection off this state, with its idle timer, for the caller to close.
+    private func detachChannel() -> (any Channel)? {
+        idleTimer?.cancel()
+        idleTimer = nil
+        defer { channel = nil }
+        return channel
+    }
 
     private func sendNext() {
         guard current == nil, !connecting else { return }
@@ -398,9 +400,7 @@ final class WalkState {
             }
             if request.closesConnection {
                 // Nothing more goes on this connection: the next request opens a new one.
-                let channel = self.channel
-                self.channel = nil
-                channel?.close(promise: nil)
+                detachChannel()?.close(promise: nil)
             }
             // The next request goes out before the caller hears of this answer: hearing of it
             // runs the caller's code, and the server would wait for that.
@@ -432,11 +432,7 @@ final class WalkState {
     /// The connection failed or closed under a request.
     func failed(_ error: any Error, on failing: any Channel) {
         guard failing === channel else { return }
-        let channel = self.channel
-        self.channel = nil
-        idleTimer?.cancel()
-        idleTimer = nil
-        channel?.close(promise: nil)
+        detachChannel()?.close(promise: nil)
         if let request = current {
             current = nil
             if request.status == nil, request.onReusedConnection, !request.retried, request.ask != nil {
