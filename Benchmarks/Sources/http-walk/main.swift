@@ -104,19 +104,30 @@ enum HTTPWalk {
         return pages
     }
 
-    static func walkWithNIO(_ url: URL) async throws -> Int {
-        guard let host = url.host, let port = url.port else { throw WalkError("the URL needs a host and a port") }
+    /// - Parameter sink: given each body with its `next` link as a response ends, and finished
+    ///   when the walk ends, however it ends.
+    static func walkWithNIO(_ url: URL, sink: AsyncStream<(body: ByteBuffer, older: String?)>.Continuation? = nil) async throws -> Int {
+        guard let host = url.host, let port = url.port else {
+            sink?.finish()
+            throw WalkError("the URL needs a host and a port")
+        }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let done = loop.makePromise(of: Int.self)
-        let channel = try await ClientBootstrap(group: loop)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTPResponseDecompressor(limit: .size(64 << 20)))
-                    try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: url, done: done))
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        try channel.pipeline.syncOperations.addHandler(NIOHTTPResponseDecompressor(limit: .size(64 << 20)))
+                        try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: url, done: done, sink: sink))
+                    }
                 }
-            }
-            .connect(host: host, port: port).get()
+                .connect(host: host, port: port).get()
+        } catch {
+            sink?.finish()
+            throw error
+        }
         let pages = try await done.futureResult.get()
         try? await channel.close()
         return pages
@@ -125,24 +136,13 @@ enum HTTPWalk {
     /// The `nio` walk, its pages parsed and stored by a task of their own; the next request
     /// never waits for them.
     static func walkAndStore(_ url: URL) async throws -> Int {
-        guard let host = url.host, let port = url.port else { throw WalkError("the URL needs a host and a port") }
         let environment = ProcessInfo.processInfo.environment
         let path = environment["STORE"] ?? "/tmp/http-walk.sqlite"
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         let group = max(1, Int(environment["GROUP"] ?? "") ?? 8)
         let store = try SQLiteFeedStore(path: path)
         let (pages, arrivals) = AsyncStream.makeStream(of: (body: ByteBuffer, older: String?).self)
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
-        let done = loop.makePromise(of: Int.self)
-        let channel = try await ClientBootstrap(group: loop)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(NIOHTTPResponseDecompressor(limit: .size(64 << 20)))
-                    try channel.pipeline.syncOperations.addHandler(Walker(host: host, first: url, done: done, sink: arrivals))
-                }
-            }
-            .connect(host: host, port: port).get()
+        async let walked = walkWithNIO(url, sink: arrivals)
         let parser = JSONPageParser()
         var batch: [FeedPage] = []
         var direction = Direction.initial
@@ -158,11 +158,10 @@ enum HTTPWalk {
             commit = Task { _ = try await store.commit(feed: "walk", direction: kind, pages: ready, at: Date()) }
         }
         try await commit?.value
-        let walked = try await done.futureResult.get()
-        try? await channel.close()
+        let count = try await walked
         let stored = try await store.load(feed: "walk").itemCount
         print("nio-store: \(stored) items stored")
-        return walked
+        return count
     }
 
     /// Path and query of `url`, as a request line wants them.
@@ -214,10 +213,9 @@ enum HTTPWalk {
                 pages += 1
                 if let next { send(next, context: context) }
                 // Handed over after the next request is out, as the product's walk does.
-                if let stream = sink {
-                    stream.yield((body, next?.absoluteString))
+                if let sink {
+                    sink.yield((body, next?.absoluteString))
                     body = ByteBuffer()
-                    if next == nil { stream.finish() }
                 }
                 if next == nil {
                     finish(.success(pages))
@@ -238,6 +236,7 @@ enum HTTPWalk {
         private func finish(_ result: Result<Int, any Error>) {
             guard !finished else { return }
             finished = true
+            sink?.finish()
             done.completeWith(result)
         }
 
