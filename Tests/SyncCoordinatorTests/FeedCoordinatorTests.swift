@@ -276,8 +276,7 @@ struct FeedCoordinatorTests {
         #expect(await source.callCount == 5, "four pages ahead, no more")
         await store.release()
         // The first commit is done and the next page taken: room for one more.
-        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
-        await source.respond(5, page(["10"], older: nil, newer: nil))
+        await answerLastOlderPage(source, 5)
         for commit in 2...6 {
             await store.waitUntilHolding(commit: commit)
             await store.release()
@@ -398,8 +397,7 @@ struct FeedCoordinatorTests {
         await store.waitUntilHolding(commit: 2)
         #expect(await store.transactionSizes == [1, 4])
         // The read-ahead goes on while they commit.
-        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
-        await source.respond(5, page(["10"], older: nil, newer: nil))
+        await answerLastOlderPage(source, 5)
         await store.release()
         await store.waitUntilHolding(commit: 3)
         await store.release()
@@ -430,8 +428,7 @@ struct FeedCoordinatorTests {
         await source.respond(6, page([], older: nil, newer: nil))
         await store.waitUntilHolding(commit: 3)
         await store.release()
-        #expect(await source.call(7) == .init(id: 7, direction: "older", cursor: "11"))
-        await source.respond(7, page(["10"], older: nil, newer: nil))
+        await answerLastOlderPage(source, 7)
         await store.waitUntilHolding(commit: 4)
         await store.release()
         try await expectBackfillEnded(feed, holding: 10...20)
@@ -454,8 +451,7 @@ struct FeedCoordinatorTests {
         await store.waitUntilHolding(commit: 2)
         #expect(await store.transactionSizes == [1, 4])
         await store.release()
-        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
-        await source.respond(5, page(["10"], older: nil, newer: nil))
+        await answerLastOlderPage(source, 5)
         await store.waitUntilHolding(commit: 3)
         await store.release()
         try await expectBackfillEnded(feed, holding: 10...20)
@@ -553,6 +549,12 @@ struct FeedCoordinatorTests {
     }
 
     /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
+    /// Expects call `id` to ask for the older page at 11, and answers it with the feed's last item.
+    private func answerLastOlderPage(_ source: ScriptedSource, _ id: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        #expect(await source.call(id) == .init(id: id, direction: "older", cursor: "11"), sourceLocation: sourceLocation)
+        await source.respond(id, page(["10"], older: nil, newer: nil))
+    }
+
     private func answerOlder(_ source: ScriptedSource, _ id: Int, cursor: String) async throws {
         #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
         let top = try #require(Int(cursor)) - 1
