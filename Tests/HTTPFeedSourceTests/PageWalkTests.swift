@@ -219,16 +219,18 @@ struct PageWalkTests {
     @Test func aPageWaitingBehindASlowOneGetsItsFullTime() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
             let source = try server.source("home", client: client) { $0.requestTimeout = .seconds(4) }
-            let cursor = source.configuration.url.absoluteString
-            func slow(_ milliseconds: Int) -> String { cursor + (cursor.contains("?") ? "&" : "?") + "fault=latency:\(milliseconds)" }
+            // The feed's URL with a fault, as a cursor for this source (one walk, one connection).
+            func slow(_ milliseconds: Int) throws -> String {
+                try server.source("home", client: client, query: "fault=latency:\(milliseconds)").configuration.url.absoluteString
+            }
             let started = ContinuousClock.now
-            let first = Task { try await source.fetchOlder(cursor: slow(2_000), olderCursorKnown: { _ in }) }
+            let first = Task { try await source.fetchOlder(cursor: try slow(2_000), olderCursorKnown: { _ in }) }
             while await server.requestCount(feed: "home") == 0, ContinuousClock.now - started < .seconds(10) {
                 try await Task.sleep(for: .milliseconds(5))
             }
             // Goes out when the first has ended, 2 s on, and takes 2.5 s more: 4.5 s after it was
             // asked, but only 2.5 s of its 4 s. The margins are wide for a loaded machine.
-            let second = try await source.fetchOlder(cursor: slow(2_500), olderCursorKnown: { _ in })
+            let second = try await source.fetchOlder(cursor: try slow(2_500), olderCursorKnown: { _ in })
             #expect(second.items.count == 20)
             #expect(try await first.value.items.count == 20)
             #expect(ContinuousClock.now - started >= .milliseconds(4_500), "the second waited for the first")
@@ -241,7 +243,8 @@ struct PageWalkTests {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
             let healthy = try server.source("home", client: client)
             let cursor = healthy.configuration.url.absoluteString
-            let faulty = cursor + (cursor.contains("?") ? "&" : "?") + "fault=reset"
+            // The feed's URL with a fault, as a cursor for the same source (one walk, one connection).
+            let faulty = try server.source("home", client: client, query: "fault=reset").configuration.url.absoluteString
             #expect(try await healthy.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }).items.count == 20)
             // The same source, so the same connection: the server resets it before answering, twice.
             let before = await server.requestCount(feed: "home")
