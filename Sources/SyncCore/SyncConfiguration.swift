@@ -18,7 +18,9 @@ public struct SyncConfiguration: Sendable, Hashable {
     public var gapPageLimit: Int
     /// Older pages a backfill fetches ahead of the store's commits, at most. A commit that takes
     /// long (SQLite copies its write-ahead log back into the database every few thousand items,
-    /// ~5 ms) then does not stop the network. At least 1.
+    /// ~5 ms, on top of a group of pages being written) then does not stop the network: on
+    /// loopback a page arrives every ~0.4 ms, and 16 pages were used up by one such commit
+    /// (BENCHMARKS.md). ``readAheadBytes`` bounds the memory whatever the count. At least 1.
     public var readAheadPages: Int
     /// The item bytes of pages fetched ahead and not yet committed past which no further page is
     /// asked for, so feeds with large pages hold fewer of them. At least 1.
@@ -42,7 +44,7 @@ public struct SyncConfiguration: Sendable, Hashable {
         backfillDepth: Int = 0,
         refreshOnStart: Bool = true,
         gapPageLimit: Int = 10,
-        readAheadPages: Int = 16,
+        readAheadPages: Int = 64,
         readAheadBytes: Int = 8 << 20,
         backfillCommitPages: Int = 8,
         backfillCommitDelay: Duration = .milliseconds(20)
