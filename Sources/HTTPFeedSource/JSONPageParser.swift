@@ -35,14 +35,18 @@ public struct JSONPageParser: Sendable {
     }
 
     /// The items' ids and where their bytes lie in `bytes`, after the whole body is validated.
+    ///
+    /// UTF-8 is checked as the scan goes: a byte above ASCII is valid JSON only inside a string,
+    /// where the scanner checks its sequence, so a body that scans is valid UTF-8. Only a body that
+    /// does not scan is checked whole, to say which of the two it is.
     private func scan(_ bytes: UnsafeBufferPointer<UInt8>) throws(FeedError) -> [(id: String, bytes: Range<Int>)] {
-        guard String(validating: bytes, as: UTF8.self) != nil else {
-            throw FeedError(.malformed, "page body is not valid UTF-8")
-        }
         var scanner = JSONScanner(bytes: bytes, idKey: Array(idField.utf8), maxDepth: maxDepth)
         do {
             return try scanner.page()
         } catch {
+            guard String(validating: bytes, as: UTF8.self) != nil else {
+                throw FeedError(.malformed, "page body is not valid UTF-8")
+            }
             throw FeedError(.malformed, "malformed page: \(error.message)")
         }
     }
@@ -233,9 +237,37 @@ struct JSONScanner {
                 }
             case 0x00..<0x20:
                 throw syntax("unescaped control character in a string", at: index - 1)
+            case 0x80...0xFF:
+                try skipUTF8Sequence(lead: c)
             default:
                 break
             }
+        }
+    }
+
+    /// Steps over the rest of a multi-byte UTF-8 sequence whose `lead` byte was just read, as
+    /// RFC 3629 allows it (no overlong forms, no surrogates, nothing above U+10FFFF), as Swift's
+    /// own validation does.
+    private mutating func skipUTF8Sequence(lead: UInt8) throws(JSONSyntaxError) {
+        // The range the first continuation byte must fall in, and how many follow it.
+        let first: ClosedRange<UInt8>
+        let more: Int
+        switch lead {
+        case 0xC2...0xDF: (first, more) = (0x80...0xBF, 0)
+        case 0xE0: (first, more) = (0xA0...0xBF, 1)
+        case 0xE1...0xEC, 0xEE...0xEF: (first, more) = (0x80...0xBF, 1)
+        case 0xED: (first, more) = (0x80...0x9F, 1)
+        case 0xF0: (first, more) = (0x90...0xBF, 2)
+        case 0xF1...0xF3: (first, more) = (0x80...0xBF, 2)
+        case 0xF4: (first, more) = (0x80...0x8F, 2)
+        default: throw syntax("invalid UTF-8", at: index - 1)
+        }
+        guard index + more < bytes.count else { throw truncated() }
+        guard first.contains(bytes[index]) else { throw syntax("invalid UTF-8", at: index) }
+        index += 1
+        for _ in 0..<more {
+            guard (0x80...0xBF).contains(bytes[index]) else { throw syntax("invalid UTF-8", at: index) }
+            index += 1
         }
     }
 

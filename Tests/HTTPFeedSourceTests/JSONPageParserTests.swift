@@ -106,4 +106,56 @@ struct JSONPageParserTests {
         let bytes: [UInt8] = Array(#"[{"id":"a","t":""#.utf8) + [0xC3, 0x28] + Array(#""}]"#.utf8)
         #expect(throws: FeedError.self) { try parser.parse(bytes) }
     }
+
+    /// A page whose one item has `sequence` as the bytes of a string member.
+    private func page(with sequence: [UInt8]) -> [UInt8] {
+        Array(#"[{"id":"a","t":""#.utf8) + sequence + Array(#""}]"#.utf8)
+    }
+
+    @Test("UTF-8 in strings: every class of bad sequence is reported as such, every boundary of a good one is kept")
+    func utf8Classes() throws {
+        let bad: [[UInt8]] = [
+            [0xC3, 0x28], [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xED, 0xA0, 0x80],
+            [0xED, 0xBF, 0xBF], [0xF0, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0x80], [0xBF],
+            [0xFF], [0xFE], [0xE2, 0x82], [0xF0, 0x9F, 0x8E], [0xE2, 0x82, 0x41], [0xF0, 0x9F, 0x8E, 0x22],
+        ]
+        for sequence in bad {
+            #expect(throws: FeedError(.malformed, "page body is not valid UTF-8"), "\(sequence)") { try parser.parse(page(with: sequence)) }
+        }
+        // Outside a string too, and at the very end of a body.
+        #expect(throws: FeedError(.malformed, "page body is not valid UTF-8")) { try parser.parse(Array("[".utf8) + [0xFF]) }
+        #expect(throws: FeedError(.malformed, "page body is not valid UTF-8")) { try parser.parse(page(with: []) + [0xE2, 0x82]) }
+        let good: [String] = ["\u{80}", "\u{7FF}", "\u{800}", "\u{D7FF}", "\u{E000}", "\u{FFFF}", "\u{10000}", "\u{10FFFF}", "é€🎉"]
+        for text in good {
+            let items = try parser.parse(page(with: Array(text.utf8)))
+            #expect(items.first?.payload == Data((#"{"id":"a","t":""# + text + #""}"#).utf8))
+        }
+        // Above ASCII but valid UTF-8 outside a string is still not JSON.
+        #expect(throws: FeedError.self) { try parser.parse(Array("[é]".utf8)) }
+    }
+
+    @Test("UTF-8 in strings agrees with Swift's own validation over every two-byte sequence and lead bytes of longer ones")
+    func utf8AgreesWithSwift() {
+        var sequences: [[UInt8]] = []
+        for a in 0x80...0xFF { for b in 0...0xFF { sequences.append([UInt8(a), UInt8(b)]) } }
+        let edges: [UInt8] = [0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF]
+        for a in 0xE0...0xEF { for b in 0...0xFF { for c in edges { sequences.append([UInt8(a), UInt8(b), c]) } } }
+        for a in 0xF0...0xF7 { for b in 0...0xFF { for c in edges { for d in [0x80, 0xBF, 0x41] as [UInt8] { sequences.append([UInt8(a), UInt8(b), c, d]) } } } }
+        var disagreements: [[UInt8]] = []
+        for sequence in sequences {
+            let body = page(with: sequence)
+            let valid = body.withUnsafeBufferPointer { String(validating: $0, as: UTF8.self) } != nil
+            do {
+                let items = try parser.parse(body)
+                // A body that parses is valid UTF-8, and its bytes are kept.
+                if !valid || items.first?.payload != Data(body.dropFirst().dropLast()) { disagreements.append(sequence) }
+            } catch {
+                // Invalid UTF-8 is always reported as such; valid UTF-8 that is all above ASCII
+                // (a character, not a quote or a control byte) always parses.
+                if !valid, error.message != "page body is not valid UTF-8" { disagreements.append(sequence) }
+                if valid, sequence.allSatisfy({ $0 >= 0x80 }) { disagreements.append(sequence) }
+            }
+        }
+        #expect(disagreements.count == 0, "first: \(disagreements.prefix(10))")
+    }
 }
