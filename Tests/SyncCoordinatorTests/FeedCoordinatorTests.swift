@@ -399,12 +399,7 @@ struct FeedCoordinatorTests {
         // The read-ahead goes on while they commit.
         await answerLastOlderPage(source, 5)
         await store.release()
-        await store.waitUntilHolding(commit: 3)
-        await store.release()
-        try await expectBackfillEnded(feed, holding: 10...20)
-        #expect(await store.transactionSizes == [1, 4, 1])
-        await Task.megaYield()
-        #expect(await source.callCount == 6, "one request per page, none after the end")
+        try await expectLastPageCommittedAlone(feed, source, store)
         #expect(await source.cancelled.isEmpty)
     }
 
@@ -452,12 +447,7 @@ struct FeedCoordinatorTests {
         #expect(await store.transactionSizes == [1, 4])
         await store.release()
         await answerLastOlderPage(source, 5)
-        await store.waitUntilHolding(commit: 3)
-        await store.release()
-        try await expectBackfillEnded(feed, holding: 10...20)
-        #expect(await store.transactionSizes == [1, 4, 1])
-        await Task.megaYield()
-        #expect(await source.callCount == 6, "one request per page, none after the end")
+        try await expectLastPageCommittedAlone(feed, source, store)
     }
 
     /// A page whose successor is slow waits no longer than `backfillCommitDelay` on the injected
@@ -546,6 +536,20 @@ struct FeedCoordinatorTests {
         let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
         #expect(state.itemCount == range.count, sourceLocation: sourceLocation)
         #expect(try await feed.items().map(\.id) == range.reversed().map(String.init), sourceLocation: sourceLocation)
+    }
+
+    /// After a group of four pages (page 5, the feed's last, answered): the last page commits
+    /// alone, the backfill ends holding 10...20, and no request follows the sixth.
+    private func expectLastPageCommittedAlone(
+        _ feed: FeedCoordinator<TestClock<Duration>>, _ source: ScriptedSource, _ store: GatedStore,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        await store.waitUntilHolding(commit: 3)
+        await store.release()
+        try await expectBackfillEnded(feed, holding: 10...20, sourceLocation: sourceLocation)
+        #expect(await store.transactionSizes == [1, 4, 1], sourceLocation: sourceLocation)
+        await Task.megaYield()
+        #expect(await source.callCount == 6, "one request per page, none after the end", sourceLocation: sourceLocation)
     }
 
     /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
