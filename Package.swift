@@ -59,6 +59,8 @@ let package = Package(
         .systemLibrary(name: "CSocket"),
         /// `sqlite3_config`, which is variadic and so out of Swift's reach.
         .systemLibrary(name: "CSQLiteConfig"),
+        /// `sched_getattr` and `sched_setattr`, which reach Swift only through the variadic `syscall`.
+        .systemLibrary(name: "CScheduling"),
 
         // MARK: Pure core (no I/O)
 
@@ -131,7 +133,7 @@ let package = Package(
         .target(
             name: "SyncStore",
             dependencies: [
-                "SyncCore",
+                "SyncCore", "CScheduling",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
@@ -287,7 +289,7 @@ let package = Package(
             name: "SyncCoreTests",
             dependencies: ["SyncCore", .product(name: "Clocks", package: "swift-clocks")]
         ),
-        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport", "CScheduling", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Writes pages to a store and can stop inside a commit, so SyncStoreTests can SIGKILL it there.
         .executableTarget(name: "store-writer", dependencies: ["SyncStore", "SyncCore"], path: "Tests/StoreWriter"),
         .testTarget(

@@ -313,7 +313,8 @@ public struct SyncDaemonService: Service {
             for feed in configuration.feeds where feed.keepItems != nil || feed.keepAge != nil {
                 retention[feed.name] = .init(keepItems: feed.keepItems, keepAge: feed.keepAge, minimum: contentRows)
             }
-            return try SQLiteFeedStore(path: configuration.storePath, retention: retention)
+            // Commits yield to the event loops, and to whatever else runs on the machine.
+            return try SQLiteFeedStore(path: configuration.storePath, retention: retention, scheduling: .throughput)
         } catch {
             logger.critical("cannot open the store", metadata: ["path": "\(configuration.storePath)", "error": "\(error)"])
             throw error
