@@ -50,7 +50,7 @@ public struct SyncDaemonService: Service {
     /// only once the socket listens, so a second instance that cannot bind never syncs).
     public func run() async throws {
         notifier.notify("STATUS=starting")
-        let store = try openStore()
+        let store = try await openStore()
         let monitor = NetlinkMonitor(
             configuration: .init(networkNamespacePath: configuration.networkNamespacePath, receiveBufferSize: configuration.receiveBufferSize),
             logger: logger
@@ -304,8 +304,15 @@ public struct SyncDaemonService: Service {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
     }
 
-    private func openStore() throws -> SQLiteFeedStore {
-        let directory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent()
+    /// Opens the store on a thread of its own.
+    ///
+    /// Opening upgrades a store written by an older syncd, which can take seconds (rebuilding the
+    /// item table in backfill order: ~3.6 s per million items) and must neither hold an event loop
+    /// nor run into systemd's start timeout: while it lasts, systemd hears every second that the
+    /// start goes on, and why.
+    private func openStore() async throws -> SQLiteFeedStore {
+        let path = configuration.storePath
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             // Retention never goes below the rows the presentation shows.
@@ -313,8 +320,30 @@ public struct SyncDaemonService: Service {
             for feed in configuration.feeds where feed.keepItems != nil || feed.keepAge != nil {
                 retention[feed.name] = .init(keepItems: feed.keepItems, keepAge: feed.keepAge, minimum: contentRows)
             }
-            // Commits yield to the event loops, and to whatever else runs on the machine.
-            return try SQLiteFeedStore(path: configuration.storePath, retention: retention, scheduling: .throughput)
+            let notifier = notifier, clock = clock, limits = retention
+            return try await withThrowingTaskGroup(of: SQLiteFeedStore?.self) { group in
+                group.addTask {
+                    try await withCheckedThrowingContinuation { continuation in
+                        Thread {
+                            // Commits yield to the event loops, and to whatever else runs on the machine.
+                            continuation.resume(with: Result { try SQLiteFeedStore(path: path, retention: limits, scheduling: .throughput) })
+                        }.start()
+                    }
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await clock.sleep(for: .seconds(1))
+                        notifier.notify("EXTEND_TIMEOUT_USEC=10000000", "STATUS=opening the store (upgrading a store written by an older syncd)")
+                    }
+                    return nil
+                }
+                defer { group.cancelAll() }
+                // The open is the only child that returns a store; the other ends only when cancelled.
+                while let opened = try await group.next() {
+                    if let opened { return opened }
+                }
+                throw CancellationError()
+            }
         } catch {
             logger.critical("cannot open the store", metadata: ["path": "\(configuration.storePath)", "error": "\(error)"])
             throw error

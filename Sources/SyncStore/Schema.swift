@@ -58,8 +58,9 @@ enum Schema {
         // SQLite fills a page and starts the next instead of splitting pages in the middle: in
         // syncd's write pattern 100,000 items cost ~30% less CPU (BENCHMARKS.md). A primary key's
         // order cannot be altered, so the table is rebuilt, in this migration's transaction: once,
-        // at the first start after the upgrade (1,000,000 items: ~3.6 s), well inside systemd's
-        // start timeout. The old table's pages stay in the file, free, and later items reuse them.
+        // at the first start after the upgrade (1,000,000 items: ~3.6 s; syncd extends systemd's
+        // start timeout while it lasts). The old table's pages stay in the file, free, and later
+        // items reuse them.
         migrator.registerMigration("v4: indexes in backfill order") { db in
             try db.execute(sql: """
                 CREATE TABLE item_v4 (
