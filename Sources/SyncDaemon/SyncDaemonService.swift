@@ -50,7 +50,8 @@ public struct SyncDaemonService: Service {
     /// only once the socket listens, so a second instance that cannot bind never syncs).
     public func run() async throws {
         notifier.notify("STATUS=starting")
-        let store = try await openStore()
+        // The store opens on its thread while the monitor takes its first dumps.
+        async let opened = openStore()
         let monitor = NetlinkMonitor(
             configuration: .init(networkNamespacePath: configuration.networkNamespacePath, receiveBufferSize: configuration.receiveBufferSize),
             logger: logger
@@ -59,6 +60,13 @@ public struct SyncDaemonService: Service {
             try await monitor.start()
         } catch {
             logger.critical("cannot watch the network", metadata: ["error": "\(error)"])
+            throw error
+        }
+        let store: SQLiteFeedStore
+        do {
+            store = try await opened
+        } catch {
+            await monitor.stop()
             throw error
         }
 
