@@ -370,9 +370,15 @@ public struct HTTPFeedSource: FeedSource {
         }
         // A body cut short by the cancellation may even parse: the deadline decides, not the result.
         if expired.value.load(ordering: .sequentiallyConsistent) {
-            throw FeedError(.timeout, "\(label): no complete response within \(timeout)")
+            throw Self.timeoutError(label, after: timeout)
         }
         return try result.get()
+    }
+
+    /// The error for a request whose response had not ended `timeout` after it went out: the
+    /// same from the pool's deadline as from the walk's.
+    static func timeoutError(_ label: RequestLabel, after timeout: Duration) -> FeedError {
+        FeedError(.timeout, "\(label): no complete response within \(timeout)")
     }
 
     /// The error for a response whose `Content-Length` is over `limit`, known before its body

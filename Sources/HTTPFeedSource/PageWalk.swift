@@ -420,13 +420,12 @@ final class WalkState {
     }
 
     /// The request on the connection got no complete response in time: it fails as the pool's
-    /// would (the same message as `HTTPFeedSource`'s own deadline), and the requests waiting
-    /// behind it go out on a new connection, each with its full time.
+    /// would, and the requests waiting behind it go out on a new connection, each with its full time.
     private func timedOut(_ serial: Int) {
         guard let request = current, request.serial == serial, let ask = request.ask else { return }
         request.ask = nil
         dropConnection()
-        ask.promise.fail(FeedError(.timeout, "\(ask.label): no complete response within \(settings.requestTimeout)"))
+        ask.promise.fail(HTTPFeedSource.timeoutError(ask.label, after: settings.requestTimeout))
     }
 
     /// The connection failed or closed under a request.
