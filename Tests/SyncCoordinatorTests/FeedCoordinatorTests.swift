@@ -287,6 +287,37 @@ struct FeedCoordinatorTests {
         #expect(await source.cancelled.isEmpty)
     }
 
+    /// Near its depth the read-ahead counts each page once: one that arrived by its items, one
+    /// still on its way as the largest page so far, never as both. With the first page (2 items)
+    /// held in its commit and a depth of 10, it asks for exactly the four pages of two behind it.
+    @Test func backfillReadsAheadExactlyToItsDepth() async throws {
+        let source = ScriptedSource()
+        let store = GatedStore()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 10, backfillCommitPages: 1), store: store)
+        await feed.start()
+        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await store.waitUntilHolding(commit: 1)
+        await source.respond(1, page(["18", "17"], older: "17", newer: nil))
+        await source.respond(2, page(["16", "15"], older: "15", newer: nil))
+        await Task.megaYield()
+        // 2 being committed, 4 arrived: room for the page at 15.
+        // Required: with a page counted twice, the request the next lines answer never comes.
+        try #require(await source.callCount == 4, "the pages that arrived counted twice")
+        await source.respond(3, page(["14", "13"], older: "13", newer: nil))
+        await source.respond(4, page(["12", "11"], older: "11", newer: nil))
+        await Task.megaYield()
+        #expect(await source.callCount == 5, "the depth is reached: nothing beyond it")
+        await store.release()
+        for commit in 2...5 {
+            await store.waitUntilHolding(commit: commit)
+            await store.release()
+        }
+        let state = await feed.waitFor { $0.itemCount == 10 && $0.older.load == .loaded }
+        #expect(!state.endReached)
+        await Task.megaYield()
+        #expect(await source.callCount == 5)
+    }
+
     /// Pages of large items are read ahead by bytes, not only by count: once the pages that arrived
     /// hold the configured bytes, nothing more is asked for until a commit takes them.
     @Test func backfillReadsAheadNoMoreThanItsBytes() async throws {
