@@ -297,6 +297,7 @@ let package = Package(
             dependencies: [
                 "SyncCoordinator", "SyncCore", "ConnectivityPolicy", "SyncStore", "TestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -34,6 +34,10 @@ public struct HTTPFeedSource: FeedSource {
     /// configuration (a proxy, its own TLS) only AsyncHTTPClient knows.
     private let walk: PageWalk?
 
+    /// The event loop its backfill's responses are read on, where `olderCursorKnown` is called;
+    /// `nil` on a shared `HTTPClient` (no walk of its own).
+    public var executor: (any SerialExecutor)? { walk?.executor }
+
     /// 304 answers so far: refreshes that found nothing new without a body.
     public var notModifiedCount: Int { cache.notModifiedCount }
 
@@ -275,7 +279,10 @@ public struct HTTPFeedSource: FeedSource {
             }
             if let error = Self.declaredTooLarge(response.headers, limit: configuration.maxBodyBytes, label: label) { throw error }
             let links = LinkHeader.parse(response.headers["link"], base: url)
-            onLinks?(links)
+            if let onLinks {
+                // Told where the walk tells it, as ``executor`` promises.
+                if let walk { walk.tell(links, to: onLinks) } else { onLinks(links) }
+            }
             let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(

@@ -105,6 +105,15 @@ final class PageWalk: Sendable {
         try? await closed.get()
     }
 
+    /// The event loop the walk reads its responses on, where it tells a success's links.
+    var executor: any SerialExecutor { loop.executor }
+
+    /// Tells `links` to `onLinks` on the walk's event loop, as the walk itself does: for an
+    /// answer that came through the pool instead.
+    func tell(_ links: [WebLink], to onLinks: @escaping @Sendable ([WebLink]) -> Void) {
+        if loop.inEventLoop { onLinks(links) } else { loop.execute { onLinks(links) } }
+    }
+
     /// Whether `url` is on this walk's origin.
     func serves(_ url: URL) -> Bool { url.origin == settings.origin }
 

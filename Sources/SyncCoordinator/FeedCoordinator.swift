@@ -18,6 +18,10 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     public nonisolated let feed: String
     private var machine: FeedMachine
     private let source: any FeedSource
+    /// The source's executor, which this actor runs on: see ``FeedSource/executor``.
+    private let sourceExecutor: (any SerialExecutor)?
+    /// Lends its executor when the source has none: the coordinator is then an ordinary actor.
+    private let ownExecutor = ExecutorHost()
     private let store: any FeedStore
     private let time: TimeBase<C>
     private var random: AnyRandomSource
@@ -193,6 +197,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     ) {
         self.feed = feed
         self.source = source
+        self.sourceExecutor = source.executor
         self.store = store
         self.time = time
         self.random = AnyRandomSource(random)
@@ -202,6 +207,12 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         self.parentBroadcast = parent
         self.machine = FeedMachine(feed: feed, persisted: persisted, configuration: configuration)
         self.published = machine.state
+    }
+
+    /// The source's executor when it has one, so its callbacks enter in place; otherwise an
+    /// ordinary actor's.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        sourceExecutor?.asUnownedSerialExecutor() ?? ownExecutor.unownedExecutor
     }
 
     deinit {
@@ -582,13 +593,22 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         // that read the headers, and run until the next request is on its way: enqueued, each
         // hand-over waited behind this page's body and parse on the same event loop, ~200 µs a
         // page of a chain in which every page waits for the one before.
+        let inPlace = sourceExecutor != nil
         let known: @Sendable (String?) -> Void = { [weak self] older in
             guard let self else { return }
-            Task.immediate { await self.knownAhead(older, of: cursor) }
+            if inPlace {
+                // On this actor's executor, as the source promises: no hop, so the next request
+                // is queued on the connection before this response's body is read.
+                self.assumeIsolated { $0.knownAhead(older, of: cursor) }
+            } else {
+                Task.immediate { await self.knownAhead(older, of: cursor) }
+            }
         }
         let id = nextReadAheadID
         nextReadAheadID += 1
-        readAhead.append(ReadAhead(id: id, cursor: cursor, task: Task.immediate { [weak self] in
+        // Not isolated to this actor: the fetch then runs in place up to the request, also when
+        // the actor is on the source's executor (leaving that would be a queued hop).
+        let fetch: @Sendable () async throws -> FeedPage = { [weak self] in
             do {
                 let page = try await source.fetchOlder(cursor: cursor, olderCursorKnown: known)
                 await self?.arrivedAhead(page, cursor: cursor, id: id)
@@ -597,7 +617,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
                 await self?.failedAhead(error, id: id)
                 throw error
             }
-        }))
+        }
+        readAhead.append(ReadAhead(id: id, cursor: cursor, task: Task.immediate(operation: fetch)))
     }
 
     /// A page fetched ahead failed: a Retry-After in its answer holds back the older requests.
@@ -706,3 +727,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
 
     private func periodicRefresh() { apply(.periodicRefresh) }
 }
+
+/// An actor that only lends its executor: a ``FeedCoordinator`` whose source has none runs on
+/// it, as an ordinary (default) actor.
+private actor ExecutorHost {}

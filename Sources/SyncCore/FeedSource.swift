@@ -141,9 +141,19 @@ public protocol FeedSource: Sendable {
     /// The page returned carries that same older cursor. `olderCursorKnown` is called at most
     /// once, and may not be called at all when the request fails.
     func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage
+    /// The serial executor on which this source calls `olderCursorKnown`, always, when it has one
+    /// (an HTTP source: the event loop that reads its responses); `nil` when it calls it anywhere.
+    ///
+    /// A coordinator of this source runs its actor on that executor, so it hears of the older
+    /// cursor in place, while the headers are read, and the next page's request goes out as this
+    /// response ends, instead of after a hand-over queued behind the rest of the response.
+    var executor: (any SerialExecutor)? { get }
 }
 
 extension FeedSource {
+    /// None: a coordinator of this source is an ordinary actor.
+    public var executor: (any SerialExecutor)? { nil }
+
     /// Tells the older cursor once the whole page is in.
     public func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
         let page = try await fetchOlder(cursor: cursor)

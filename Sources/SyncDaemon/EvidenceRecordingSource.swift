@@ -18,6 +18,7 @@ struct EvidenceRecordingSource: FeedSource {
     func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
         try await recording { try await base.fetchOlder(cursor: cursor, olderCursorKnown: olderCursorKnown) }
     }
+    var executor: (any SerialExecutor)? { base.executor }
 
     private func recording(_ request: () async throws -> FeedPage) async throws -> FeedPage {
         do {

@@ -1,0 +1,93 @@
+import Clocks
+import NIOCore
+import NIOPosix
+import SyncCore
+import SyncCoordinator
+import Synchronization
+import Testing
+
+/// A source that, like an HTTP source, reads its answers on an event loop and tells the older
+/// cursor there (``FeedSource/executor``). Pages come from a ``ScriptedSource``; what this one
+/// adds is where the cursor is told, and a record, kept without any hop, of the older requests
+/// started so far.
+private final class LoopSource: FeedSource {
+    let base: ScriptedSource
+    let loop: any EventLoop
+    /// The cursors of the older requests started, in order, recorded as each call begins.
+    let started = Mutex<[String]>([])
+    /// For each cursor told: the older requests started when the coordinator's callback returned.
+    let startedWhenTold = Mutex<[String?: [String]]>([:])
+
+    init(base: ScriptedSource, loop: any EventLoop) {
+        self.base = base
+        self.loop = loop
+    }
+
+    var executor: (any SerialExecutor)? { loop.executor }
+
+    func fetchInitial() async throws -> FeedPage { try await base.fetchInitial() }
+    func fetchOlder(cursor: String) async throws -> FeedPage {
+        started.withLock { $0.append(cursor) }
+        return try await base.fetchOlder(cursor: cursor)
+    }
+    func fetchNewer(cursor: String) async throws -> FeedPage { try await base.fetchNewer(cursor: cursor) }
+    func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
+        started.withLock { $0.append(cursor) }
+        return try await base.fetchOlder(cursor: cursor) { [self] older in
+            loop.execute {
+                olderCursorKnown(older)
+                let now = self.started.withLock { $0 }
+                self.startedWhenTold.withLock { $0[older] = now }
+            }
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct SourceExecutorTests {
+    @Test func onTheSourcesExecutorTheNextPageIsAskedForBeforeTheCallbackReturns() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let clock = TestClock<Duration>()
+        let scripted = ScriptedSource()
+        let source = LoopSource(base: scripted, loop: group.next())
+        let store = InMemoryFeedStore()
+        let feed = try await FeedCoordinator(
+            feed: "home", source: source, store: store,
+            configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
+            clock: clock, random: ConstantRandomSource(1), wallOrigin: origin)
+        await feed.start()
+        await scripted.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await scripted.respond(1, page(["18", "17"], older: "17", newer: nil))
+        #expect(await scripted.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        // Page 17's headers name 15: told on the loop, the coordinator (which runs there) has
+        // started the request for 15 by the time the callback returns, with no hop between.
+        await scripted.announce(2, older: "15")
+        #expect(await scripted.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        let whenTold = try await waitForRecord(source, "15")
+        #expect(whenTold.last == "15", "started when the callback returned: \(whenTold)")
+
+        await scripted.announce(3, older: "13")
+        #expect(await scripted.call(4) == .init(id: 4, direction: "older", cursor: "13"))
+        #expect(try await waitForRecord(source, "13").last == "13")
+        for (id, items, older) in [(2, ["16", "15"], "15"), (3, ["14", "13"], "13")] {
+            await scripted.respond(id, page(items, older: older, newer: nil))
+        }
+        await scripted.announce(4, older: nil)
+        await scripted.respond(4, page(["12"], older: nil, newer: nil))
+        let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(ended.itemCount == 9)
+        #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        await feed.stop()
+        try await group.shutdownGracefully()
+    }
+
+    /// What the source recorded when `cursor` was told, once the loop has run the callback.
+    private func waitForRecord(_ source: LoopSource, _ cursor: String) async throws -> [String] {
+        for _ in 0..<1_000 {
+            if let record = source.startedWhenTold.withLock({ $0[cursor] }) { return record }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("the callback for \(cursor) never ran")
+        return []
+    }
+}
