@@ -142,6 +142,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         }
     }
     private var nextReadAheadID = 0
+    /// Set while a read-ahead fetch runs its first, synchronous part (see ``fetchAhead(_:)``).
+    private var startingFetch = false
     /// Pages fetched ahead of a page that then failed, left to finish rather than cancelled: the
     /// server has them already, and its answer may ask the client to wait (a 429's Retry-After),
     /// which the next older request must hear before it goes.
@@ -598,8 +600,16 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             guard let self else { return }
             if inPlace {
                 // On this actor's executor, as the source promises: no hop, so the next request
-                // is queued on the connection before this response's body is read.
-                self.assumeIsolated { $0.knownAhead(older, of: cursor) }
+                // is queued on the connection before this response's body is read. Told while
+                // this actor is still starting that fetch (a source that answers before it
+                // first suspends), it waits its turn instead of reordering the run under it.
+                self.assumeIsolated { coordinator in
+                    if coordinator.startingFetch {
+                        Task.immediate { await self.knownAhead(older, of: cursor) }
+                    } else {
+                        coordinator.knownAhead(older, of: cursor)
+                    }
+                }
             } else {
                 Task.immediate { await self.knownAhead(older, of: cursor) }
             }
@@ -618,7 +628,10 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
                 throw error
             }
         }
-        readAhead.append(ReadAhead(id: id, cursor: cursor, task: Task.immediate(operation: fetch)))
+        startingFetch = true
+        let task = Task.immediate(operation: fetch)
+        startingFetch = false
+        readAhead.append(ReadAhead(id: id, cursor: cursor, task: task))
     }
 
     /// A page fetched ahead failed: a Retry-After in its answer holds back the older requests.

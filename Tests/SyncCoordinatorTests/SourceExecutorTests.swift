@@ -18,9 +18,14 @@ private final class LoopSource: FeedSource {
     /// For each cursor told: the older requests started when the coordinator's callback returned.
     let startedWhenTold = Mutex<[String?: [String]]>([:])
 
-    init(base: ScriptedSource, loop: any EventLoop) {
+    /// Older cursors this source knows before asking (as a source with a cache might): told at
+    /// once, before the request's first suspension, instead of from the loop.
+    let knownAtOnce: [String: String?]
+
+    init(base: ScriptedSource, loop: any EventLoop, knownAtOnce: [String: String?] = [:]) {
         self.base = base
         self.loop = loop
+        self.knownAtOnce = knownAtOnce
     }
 
     var executor: (any SerialExecutor)? { loop.executor }
@@ -33,6 +38,10 @@ private final class LoopSource: FeedSource {
     func fetchNewer(cursor: String) async throws -> FeedPage { try await base.fetchNewer(cursor: cursor) }
     func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {
         started.withLock { $0.append(cursor) }
+        if let older = knownAtOnce[cursor] {
+            olderCursorKnown(older)
+            return try await base.fetchOlder(cursor: cursor) { _ in }
+        }
         return try await base.fetchOlder(cursor: cursor) { [self] older in
             loop.execute {
                 olderCursorKnown(older)
@@ -77,6 +86,34 @@ struct SourceExecutorTests {
         let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
         #expect(ended.itemCount == 9)
         #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        await feed.stop()
+        try await group.shutdownGracefully()
+    }
+
+    /// A source told the older cursor while the coordinator was still starting the request
+    /// that it belongs to (on the coordinator's executor, before the request first suspended):
+    /// the read-ahead keeps its order, so every page is asked for once and none is cancelled.
+    @Test func aCursorToldBeforeTheRequestSuspendsKeepsTheReadAheadInOrder() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let clock = TestClock<Duration>()
+        let scripted = ScriptedSource()
+        let source = LoopSource(base: scripted, loop: group.next(), knownAtOnce: ["17": "15", "15": "13", "13": String?.none])
+        let feed = try await FeedCoordinator(
+            feed: "home", source: source, store: InMemoryFeedStore(),
+            configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
+            clock: clock, random: ConstantRandomSource(1), wallOrigin: origin)
+        await feed.start()
+        await scripted.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        await scripted.respond(1, page(["18", "17"], older: "17", newer: nil))
+        for (id, cursor, items, older) in [(2, "17", ["16", "15"], "15"), (3, "15", ["14", "13"], "13"), (4, "13", ["12"], nil)] {
+            #expect(await scripted.call(id) == .init(id: id, direction: "older", cursor: cursor))
+            await scripted.respond(id, page(items, older: older, newer: nil))
+        }
+        let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        #expect(ended.itemCount == 9)
+        #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        #expect(await scripted.callCount == 5, "each page asked for once")
+        #expect(await scripted.cancelledCount == 0, "nothing fetched ahead was dropped")
         await feed.stop()
         try await group.shutdownGracefully()
     }

@@ -71,6 +71,16 @@ actor ScriptedSource: FeedSource {
         return calls[index]
     }
 
+    /// Whether the `index`-th request (0-based) is made within `limit` of real time: for a
+    /// request that a wrong count would never make, without waiting for the test's time limit.
+    func made(_ index: Int, within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while calls.count <= index, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return calls.count > index
+    }
+
     /// Waits until request `id` has been cancelled.
     func waitUntilCancelled(_ id: Int) async {
         if cancelled.contains(id) { return }
@@ -104,6 +114,7 @@ actor ScriptedSource: FeedSource {
     }
 
     var callCount: Int { calls.count }
+    var cancelledCount: Int { cancelled.count }
 }
 
 extension FeedCoordinator {
