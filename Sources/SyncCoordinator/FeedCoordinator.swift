@@ -591,10 +591,10 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         readAheadTail = cursor
         readAheadNext = nil
         // Known from the headers while the body is still on its way: the next request need not
-        // wait for this page to arrive and be parsed. Both tasks start at once on the thread
-        // that read the headers, and run until the next request is on its way: enqueued, each
-        // hand-over waited behind this page's body and parse on the same event loop, ~200 µs a
-        // page of a chain in which every page waits for the one before.
+        // wait for this page to arrive and be parsed. The callback and the next fetch run at
+        // once on the thread that read the headers, until the next request is on its way:
+        // enqueued, each hand-over waited behind this page's body and parse on the same event
+        // loop, in a chain in which every page waits for the one before (BENCHMARKS.md).
         let inPlace = sourceExecutor != nil
         let known: @Sendable (String?) -> Void = { [weak self] older in
             guard let self else { return }

@@ -146,7 +146,9 @@ public protocol FeedSource: Sendable {
     ///
     /// A coordinator of this source runs its actor on that executor, so it hears of the older
     /// cursor in place, while the headers are read, and the next page's request goes out as this
-    /// response ends, instead of after a hand-over queued behind the rest of the response.
+    /// response ends, instead of after a hand-over queued behind the rest of the response. The
+    /// promise is checked as the callback enters (`assumeIsolated`): a source that names an
+    /// executor and calls `olderCursorKnown` elsewhere stops the process.
     var executor: (any SerialExecutor)? { get }
 }
 

@@ -1,4 +1,5 @@
 import Clocks
+import Foundation
 import NIOCore
 import NIOPosix
 import SyncCore
@@ -21,11 +22,14 @@ private final class LoopSource: FeedSource {
     /// Older cursors this source knows before asking (as a source with a cache might): told at
     /// once, before the request's first suspension, instead of from the loop.
     let knownAtOnce: [String: String?]
+    /// Breaks the promise of ``executor``: tells the cursor from a task of its own instead.
+    let toldElsewhere: Bool
 
-    init(base: ScriptedSource, loop: any EventLoop, knownAtOnce: [String: String?] = [:]) {
+    init(base: ScriptedSource, loop: any EventLoop, knownAtOnce: [String: String?] = [:], toldElsewhere: Bool = false) {
         self.base = base
         self.loop = loop
         self.knownAtOnce = knownAtOnce
+        self.toldElsewhere = toldElsewhere
     }
 
     var executor: (any SerialExecutor)? { loop.executor }
@@ -43,6 +47,10 @@ private final class LoopSource: FeedSource {
             return try await base.fetchOlder(cursor: cursor) { _ in }
         }
         return try await base.fetchOlder(cursor: cursor) { [self] older in
+            if toldElsewhere {
+                Task.detached { olderCursorKnown(older) }
+                return
+            }
             loop.execute {
                 olderCursorKnown(older)
                 let now = self.started.withLock { $0 }
@@ -116,6 +124,26 @@ struct SourceExecutorTests {
         #expect(await scripted.cancelledCount == 0, "nothing fetched ahead was dropped")
         await feed.stop()
         try await group.shutdownGracefully()
+    }
+
+    /// A source that names an executor and tells the cursor elsewhere breaks the coordinator's
+    /// isolation: the process stops rather than run the coordinator on two threads at once.
+    @Test func aCursorToldOffTheNamedExecutorStopsTheProcess() async {
+        await #expect(processExitsWith: .signal(SIGILL)) {
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let scripted = ScriptedSource()
+            let source = LoopSource(base: scripted, loop: group.next(), toldElsewhere: true)
+            let feed = try await FeedCoordinator(
+                feed: "home", source: source, store: InMemoryFeedStore(),
+                configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
+                clock: TestClock<Duration>(), random: ConstantRandomSource(1), wallOrigin: origin)
+            await feed.start()
+            await scripted.respond(0, page(["20", "19"], older: "19", newer: "20"))
+            await scripted.respond(1, page(["18", "17"], older: "17", newer: nil))
+            await scripted.announce(2, older: "15")
+            // Not reached: the callback traps on its task's thread.
+            try await Task.sleep(for: .seconds(5))
+        }
     }
 
     /// What the source recorded when `cursor` was told, once the loop has run the callback.
