@@ -598,21 +598,16 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         let inPlace = sourceExecutor != nil
         let known: @Sendable (String?) -> Void = { [weak self] older in
             guard let self else { return }
-            if inPlace {
-                // On this actor's executor, as the source promises: no hop, so the next request
-                // is queued on the connection before this response's body is read. Told while
-                // this actor is still starting that fetch (a source that answers before it
-                // first suspends), it waits its turn instead of reordering the run under it.
-                self.assumeIsolated { coordinator in
-                    if coordinator.startingFetch {
-                        Task.immediate { await self.knownAhead(older, of: cursor) }
-                    } else {
-                        coordinator.knownAhead(older, of: cursor)
-                    }
-                }
-            } else {
-                Task.immediate { await self.knownAhead(older, of: cursor) }
+            // On this actor's executor, as the source promises: no hop, so the next request is
+            // queued on the connection before this response's body is read. Told while this
+            // actor is still starting that fetch (a source that answers before it first
+            // suspends), it waits its turn like any other instead of reordering the run under it.
+            let entered = inPlace && self.assumeIsolated { coordinator in
+                guard !coordinator.startingFetch else { return false }
+                coordinator.knownAhead(older, of: cursor)
+                return true
             }
+            if !entered { Task.immediate { await self.knownAhead(older, of: cursor) } }
         }
         let id = nextReadAheadID
         nextReadAheadID += 1
