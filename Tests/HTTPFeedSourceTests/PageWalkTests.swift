@@ -169,19 +169,25 @@ struct PageWalkTests {
         await server.stop()
     }
 
-    @Test func aRedirectedPageIsFollowedLikeThePoolFollowsIt() async throws {
+    /// A feed of 12 items at `/feed`, which `/moved` redirects to (302), and a source on `/moved`.
+    private func withMovedFeed(_ body: (GitHubStyleServer, HTTPFeedSource) async throws -> Void) async throws {
         try await withGitHubStyleServer { server in
             try await server.add(12)
             try await server.redirect("/moved", status: 302, to: "/feed")
             try await withFeedClient { client in
-                let source = try githubSource(server, client, path: "/moved")
-                let cursor = server.url("/moved", query: "per_page=5&page=2").absoluteString
-                let viaWalk = try await walked(source, cursor)
-                let viaPool = try await source.fetchOlder(cursor: cursor)
-                #expect(viaWalk.items == Array(try await server.items()[5..<10]))
-                #expect(viaWalk.items == viaPool.items)
-                #expect(viaWalk.olderCursor == viaPool.olderCursor)
+                try await body(server, try githubSource(server, client, path: "/moved"))
             }
+        }
+    }
+
+    @Test func aRedirectedPageIsFollowedLikeThePoolFollowsIt() async throws {
+        try await withMovedFeed { server, source in
+            let cursor = server.url("/moved", query: "per_page=5&page=2").absoluteString
+            let viaWalk = try await walked(source, cursor)
+            let viaPool = try await source.fetchOlder(cursor: cursor)
+            #expect(viaWalk.items == Array(try await server.items()[5..<10]))
+            #expect(viaWalk.items == viaPool.items)
+            #expect(viaWalk.olderCursor == viaPool.olderCursor)
         }
     }
 
@@ -189,24 +195,19 @@ struct PageWalkTests {
     /// cursor, so the cursor must be told there: walked, and after a redirect (which the pool
     /// follows) too. The page itself is the truth for which cursor.
     @Test func theOlderCursorIsToldOnTheSourcesExecutorWalkedOrRedirected() async throws {
-        try await withGitHubStyleServer { server in
-            try await server.add(12)
-            try await server.redirect("/moved", status: 302, to: "/feed")
-            try await withFeedClient { client in
-                let source = try githubSource(server, client, path: "/moved")
-                let loop = try #require(source.executor as? any EventLoop)
-                for path in ["/feed", "/moved"] {
-                    let told = Mutex<(cursor: String?, onLoop: Bool)?>(nil)
-                    let cursor = server.url(path, query: "per_page=5&page=2").absoluteString
-                    let page = try await source.fetchOlder(cursor: cursor) { older in
-                        told.withLock { $0 = (older, loop.inEventLoop) }
-                    }
-                    // Through the pool, the loop may run the callback just after the page returns.
-                    for _ in 0..<1_000 where told.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(5)) }
-                    let seen = try #require(told.withLock { $0 }, "\(path): told")
-                    #expect(seen.cursor == page.olderCursor, "\(path)")
-                    #expect(seen.onLoop, "\(path): told on the source's executor")
+        try await withMovedFeed { server, source in
+            let loop = try #require(source.executor as? any EventLoop)
+            for path in ["/feed", "/moved"] {
+                let told = Mutex<(cursor: String?, onLoop: Bool)?>(nil)
+                let cursor = server.url(path, query: "per_page=5&page=2").absoluteString
+                let page = try await source.fetchOlder(cursor: cursor) { older in
+                    told.withLock { $0 = (older, loop.inEventLoop) }
                 }
+                // Through the pool, the loop may run the callback just after the page returns.
+                for _ in 0..<1_000 where told.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(5)) }
+                let seen = try #require(told.withLock { $0 }, "\(path): told")
+                #expect(seen.cursor == page.olderCursor, "\(path)")
+                #expect(seen.onLoop, "\(path): told on the source's executor")
             }
         }
     }

@@ -293,12 +293,8 @@ struct FeedCoordinatorTests {
     @Test func backfillReadsAheadExactlyToItsDepth() async throws {
         let source = ScriptedSource()
         let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 10, backfillCommitPages: 1), store: store)
-        await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await store.waitUntilHolding(commit: 1)
-        await source.respond(1, page(["18", "17"], older: "17", newer: nil))
-        await source.respond(2, page(["16", "15"], older: "15", newer: nil))
+        let feed = try await backfillHoldingItsFirstCommit(
+            source, store, .init(reconnectSpread: .zero, backfillDepth: 10, backfillCommitPages: 1), answering: ["19", "17"])
         // 2 being committed, 4 arrived: room for the page at 15. Waited for in real time (a
         // loaded machine needs more than a few yields for the hops in between).
         // Required: with a page counted twice, the request the next lines answer never comes.

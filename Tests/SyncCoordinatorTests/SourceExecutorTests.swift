@@ -60,21 +60,33 @@ private final class LoopSource: FeedSource {
     }
 }
 
+/// A coordinator of `source` (reading ahead, one page a commit), started, with the first page
+/// and the machine's own first older page answered: the page at 17 is fetched ahead next.
+private func backfillUnderway(_ source: LoopSource) async throws -> FeedCoordinator<TestClock<Duration>> {
+    let feed = try await FeedCoordinator(
+        feed: "home", source: source, store: InMemoryFeedStore(),
+        configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
+        clock: TestClock<Duration>(), random: ConstantRandomSource(1), wallOrigin: origin)
+    await feed.start()
+    await source.base.respond(0, page(["20", "19"], older: "19", newer: "20"))
+    await source.base.respond(1, page(["18", "17"], older: "17", newer: nil))
+    return feed
+}
+
+/// Waits until the backfill ended, then expects the items 12...20 stored, newest first.
+private func expectEndedHolding12To20(_ feed: FeedCoordinator<TestClock<Duration>>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+    #expect(ended.itemCount == 9, sourceLocation: sourceLocation)
+    #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init), sourceLocation: sourceLocation)
+}
+
 @Suite(.timeLimit(.minutes(1)))
 struct SourceExecutorTests {
     @Test func onTheSourcesExecutorTheNextPageIsAskedForBeforeTheCallbackReturns() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let clock = TestClock<Duration>()
         let scripted = ScriptedSource()
         let source = LoopSource(base: scripted, loop: group.next())
-        let store = InMemoryFeedStore()
-        let feed = try await FeedCoordinator(
-            feed: "home", source: source, store: store,
-            configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
-            clock: clock, random: ConstantRandomSource(1), wallOrigin: origin)
-        await feed.start()
-        await scripted.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await scripted.respond(1, page(["18", "17"], older: "17", newer: nil))
+        let feed = try await backfillUnderway(source)
         #expect(await scripted.call(2) == .init(id: 2, direction: "older", cursor: "17"))
         // Page 17's headers name 15: told on the loop, the coordinator (which runs there) has
         // started the request for 15 by the time the callback returns, with no hop between.
@@ -91,9 +103,7 @@ struct SourceExecutorTests {
         }
         await scripted.announce(4, older: nil)
         await scripted.respond(4, page(["12"], older: nil, newer: nil))
-        let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(ended.itemCount == 9)
-        #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        try await expectEndedHolding12To20(feed)
         await feed.stop()
         try await group.shutdownGracefully()
     }
@@ -103,23 +113,14 @@ struct SourceExecutorTests {
     /// the read-ahead keeps its order, so every page is asked for once and none is cancelled.
     @Test func aCursorToldBeforeTheRequestSuspendsKeepsTheReadAheadInOrder() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let clock = TestClock<Duration>()
         let scripted = ScriptedSource()
         let source = LoopSource(base: scripted, loop: group.next(), knownAtOnce: ["17": "15", "15": "13", "13": String?.none])
-        let feed = try await FeedCoordinator(
-            feed: "home", source: source, store: InMemoryFeedStore(),
-            configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
-            clock: clock, random: ConstantRandomSource(1), wallOrigin: origin)
-        await feed.start()
-        await scripted.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await scripted.respond(1, page(["18", "17"], older: "17", newer: nil))
+        let feed = try await backfillUnderway(source)
         for (id, cursor, items, older) in [(2, "17", ["16", "15"], "15"), (3, "15", ["14", "13"], "13"), (4, "13", ["12"], nil)] {
             #expect(await scripted.call(id) == .init(id: id, direction: "older", cursor: cursor))
             await scripted.respond(id, page(items, older: older, newer: nil))
         }
-        let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
-        #expect(ended.itemCount == 9)
-        #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init))
+        try await expectEndedHolding12To20(feed)
         #expect(await scripted.callCount == 5, "each page asked for once")
         #expect(await scripted.cancelledCount == 0, "nothing fetched ahead was dropped")
         await feed.stop()
@@ -132,17 +133,12 @@ struct SourceExecutorTests {
         await #expect(processExitsWith: .signal(SIGILL)) {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             let scripted = ScriptedSource()
-            let source = LoopSource(base: scripted, loop: group.next(), toldElsewhere: true)
-            let feed = try await FeedCoordinator(
-                feed: "home", source: source, store: InMemoryFeedStore(),
-                configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
-                clock: TestClock<Duration>(), random: ConstantRandomSource(1), wallOrigin: origin)
-            await feed.start()
-            await scripted.respond(0, page(["20", "19"], older: "19", newer: "20"))
-            await scripted.respond(1, page(["18", "17"], older: "17", newer: nil))
+            let feed = try await backfillUnderway(LoopSource(base: scripted, loop: group.next(), toldElsewhere: true))
             await scripted.announce(2, older: "15")
-            // Not reached: the callback traps on its task's thread.
+            // Not reached: the callback traps on its task's thread. The coordinator is used after
+            // the wait, so it is not released before: a released one is told nothing.
             try await Task.sleep(for: .seconds(5))
+            await feed.stop()
         }
     }
 
