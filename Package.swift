@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "Varlink", targets: ["Varlink"]),
         .library(name: "SyncControl", targets: ["SyncControl"]),
         .library(name: "EventLoopClock", targets: ["EventLoopClock"]),
+        .library(name: "EventLoopExecutor", targets: ["EventLoopExecutor"]),
         .library(name: "SyncDaemon", targets: ["SyncDaemon"]),
         .executable(name: "syncd", targets: ["syncd"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
@@ -61,6 +62,8 @@ let package = Package(
         .systemLibrary(name: "CSQLiteConfig"),
         /// `sched_getattr` and `sched_setattr`, which reach Swift only through the variadic `syscall`.
         .systemLibrary(name: "CScheduling"),
+        /// The Swift runtime's global-executor hook, reached by a C reference instead of `dlsym`.
+        .target(name: "CGlobalExecutor"),
 
         // MARK: Pure core (no I/O)
 
@@ -70,6 +73,15 @@ let package = Package(
         .target(
             name: "EventLoopClock",
             dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        /// Swift concurrency's global executor on SwiftNIO's singleton event loops, in static builds too.
+        .target(
+            name: "EventLoopExecutor",
+            dependencies: [
+                "CGlobalExecutor",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -222,12 +234,10 @@ let package = Package(
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "SyncDaemon", "CMalloc", "CSQLiteConfig",
+                "SyncDaemon", "CMalloc", "CSQLiteConfig", "EventLoopExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -260,6 +270,10 @@ let package = Package(
         .testTarget(
             name: "EventLoopClockTests",
             dependencies: ["EventLoopClock", .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "EventLoopExecutorTests",
+            dependencies: ["EventLoopExecutor", .product(name: "NIOPosix", package: "swift-nio")]
         ),
         .testTarget(name: "NameResolutionTests", dependencies: ["NameResolution", "ConnectivityPolicy", "TestSupport"]),
         .testTarget(

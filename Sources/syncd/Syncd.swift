@@ -1,10 +1,9 @@
 import ArgumentParser
 import CMalloc
 import CSQLiteConfig
+import EventLoopExecutor
 import Foundation
 import Logging
-import NIOCore
-import NIOPosix
 import ServiceLifecycle
 import SyncDaemon
 
@@ -28,7 +27,11 @@ enum SyncdMain {
         // never reads them: 3-5% of the writer's CPU during a backfill (BENCHMARKS.md). Only takes
         // effect before the store opens (SQLite initialises on the first open).
         _ = syncd_sqlite3_disable_memory_statistics()
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        // Not SwiftNIO's own install, which finds the runtime's hook with dlsym: the installed
+        // syncd links the Swift runtime in, where dlsym finds nothing.
+        if !EventLoopGlobalExecutor.install() {
+            FileHandle.standardError.write(Data("syncd: warning: Swift's global executor hook was taken; tasks run on libdispatch's threads\n".utf8))
+        }
         await Syncd.main()
     }
 }

@@ -79,7 +79,14 @@ public enum HelperPaths {
     }
 
     /// A helper built by `scripts/bench` (`swift build -c release --package-path Benchmarks --product NAME`).
+    ///
+    /// `syncd` is the binary `SYNCD_BENCH_SYNCD` names when set: `scripts/bench` builds it as
+    /// `scripts/install` does (the Swift runtime linked in), so the figures are the installed daemon's.
     public static func executable(_ name: String) throws -> String {
+        if name == "syncd", let path = ProcessInfo.processInfo.environment["SYNCD_BENCH_SYNCD"], !path.isEmpty {
+            guard FileManager.default.isExecutableFile(atPath: path) else { throw SyncRigError("SYNCD_BENCH_SYNCD names \(path), which is not an executable") }
+            return path
+        }
         let path = directory + "/" + name
         guard FileManager.default.isExecutableFile(atPath: path) else {
             throw SyncRigError("\(path) is missing: build it first (`swift build -c release --package-path Benchmarks --product \(name)`, which scripts/bench does)")

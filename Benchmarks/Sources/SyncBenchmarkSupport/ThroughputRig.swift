@@ -215,7 +215,9 @@ public actor ThroughputRig {
         var store: SQLiteFeedStore?
         let deadline = start + .seconds(600)
         while true {
-            try await Task.sleep(for: .milliseconds(10))
+            // Every 2 ms: the end is seen at most that late (every 10 ms, it was seen 5 ms late on
+            // average, over 1% of a 100,000-item sync). Each look reads one row.
+            try await Task.sleep(for: .milliseconds(2))
             guard syncd.isRunning else { throw SyncRigError("syncd exited with status \(syncd.terminationStatus)") }
             if store == nil, FileManager.default.fileExists(atPath: "\(directory)/io.syncd") {
                 store = try SQLiteFeedStore(path: "\(directory)/syncd.sqlite")
