@@ -212,24 +212,26 @@ public actor ThroughputRig {
             syncd.waitUntilExit()
         }
         let pid = syncd.processIdentifier
-        let exited = Atomic<Bool>(false)
-        syncd.terminationHandler = { _ in exited.store(true, ordering: .sequentiallyConsistent) }
+        // Int32.min until it exits (no exit status is that).
+        let exitStatus = Atomic<Int32>(.min)
+        syncd.terminationHandler = { exitStatus.store($0.terminationStatus, ordering: .sequentiallyConsistent) }
         let path = "\(directory)/syncd.sqlite", socket = "\(directory)/io.syncd", items = self.items
-        let seen: Result<(count: Int, seconds: Double), any Error> = await withCheckedContinuation { continuation in
-            // The watcher looks every 2 ms, on a thread of its own at nice 19: it must see the end
-            // soon (every 10 ms it saw it 5 ms late on average) without taking the cores from the
-            // two processes it watches. A task sleeping 2 ms at the default priority did: syncd
-            // took 0.42-0.48 s against 0.36-0.40 s looking every 10 ms (three runs each).
+        // The watcher looks every 2 ms, on a thread of its own at nice 19: it must see the end
+        // soon (every 10 ms it saw it 5 ms late on average) without taking the cores from the
+        // two processes it watches. A task sleeping 2 ms at the default priority did: syncd
+        // took 0.42-0.48 s against 0.36-0.40 s looking every 10 ms (three runs each).
+        let seen: (count: Int, seconds: Double) = try await withCheckedThrowingContinuation { continuation in
             Thread {
                 _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-                continuation.resume(returning: Result { () throws -> (count: Int, seconds: Double) in
+                continuation.resume(with: Result {
                     // The control socket appears after the store is opened and migrated: only then
                     // is it opened here, so the two processes never race to create the schema.
                     var store: SQLiteFeedStore?
                     let deadline = start + .seconds(600)
                     while true {
                         usleep(2_000)
-                        if exited.load(ordering: .sequentiallyConsistent) { throw SyncRigError("syncd exited before the sync ended") }
+                        let status = exitStatus.load(ordering: .sequentiallyConsistent)
+                        guard status == .min else { throw SyncRigError("syncd exited with status \(status)") }
                         if store == nil, FileManager.default.fileExists(atPath: socket) {
                             store = try SQLiteFeedStore(path: path)
                         }
@@ -241,8 +243,7 @@ public actor ThroughputRig {
                 })
             }.start()
         }
-        let run = try seen.get()
-        return Run(items: run.count, seconds: run.seconds, cpuSeconds: procCPUSeconds(pid: pid))
+        return Run(items: seen.count, seconds: seen.seconds, cpuSeconds: procCPUSeconds(pid: pid))
     }
 
     func runPython(_ index: Int) throws -> Run {
