@@ -124,15 +124,102 @@ import TestSupport
             primary = [i[1] for i in db.execute("PRAGMA index_list(item)") if i[3] == 'pk'][0]
             for index in (primary, 'item_order'):
                 print([(c[2], c[3]) for c in db.execute("PRAGMA index_xinfo(%s)" % index) if c[5]])
-            print(db.execute("SELECT COUNT(*) FROM grdb_migrations").fetchone())
+            print(db.execute("SELECT identifier FROM grdb_migrations").fetchall())
             """, path])
+        // The merged migration records itself in place of the versions it merges.
         #expect(checks == """
             [('ok',)]
             []
             [('feed', 0), ('id', 1)]
             [('feed', 0), ('position', 1)]
-            (4,)
+            [('v4: indexes in backfill order',)]
 
             """)
+        #expect(try await runCommand(["python3", "-c", Self.schemaDump, path]) == (try await Self.newStoreSchema()))
+    }
+
+    /// A new store is made in one step; a version-one store upgraded step by step ends with the
+    /// same schema, as SQLite itself describes both (columns, types, defaults, keys, indexes and
+    /// their order, foreign keys).
+    @Test func aNewStoreHasTheSchemaThatTheUpgradesLeave() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("v1.sqlite")
+        try await runCommand(["python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.executescript('''
+                PRAGMA journal_mode = WAL;
+                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                INSERT INTO grdb_migrations VALUES ('v1: feeds and items');
+                CREATE TABLE feed (
+                    id TEXT PRIMARY KEY NOT NULL, older_cursor TEXT, newer_cursor TEXT,
+                    end_reached INTEGER NOT NULL DEFAULT 0, has_loaded INTEGER NOT NULL DEFAULT 0,
+                    last_sync_at REAL, revision INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE item (
+                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
+                    id TEXT NOT NULL, position INTEGER NOT NULL, payload BLOB NOT NULL,
+                    PRIMARY KEY (feed, id)
+                );
+                CREATE INDEX item_order ON item(feed, position);
+            ''')
+            db.commit()
+            """, path])
+        _ = try SQLiteFeedStore(path: path)
+        let upgraded = try await runCommand(["python3", "-c", Self.schemaDump, path])
+        #expect(upgraded == (try await Self.newStoreSchema()))
+        #expect(upgraded.contains("'stored_at', 'REAL'") && upgraded.contains("'source', 'TEXT'"))
+    }
+
+    /// A store the four migrations wrote one by one (an earlier syncd) opens as it is: the merged
+    /// migration counts as taken and nothing is rebuilt (every table and index keeps its root
+    /// page); GRDB only replaces the merged versions' records with the merged one's.
+    @Test func aStoreWithEveryVersionTakenOpensUnchanged() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("v4.sqlite")
+        _ = try SQLiteFeedStore(path: path)
+        try await runCommand(["python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("DELETE FROM grdb_migrations")
+            db.execute("INSERT INTO grdb_migrations VALUES ('v1: feeds and items'), ('v2: item count per feed'), ('v3: gaps and sources'), ('v4: indexes in backfill order')")
+            db.execute("INSERT INTO feed (id, has_loaded, item_count) VALUES ('home', 1, 1)")
+            db.execute("INSERT INTO item VALUES ('home', 'i1', 7, x'7b7d', 5.0)")
+            db.commit()
+            """, path])
+        let state = """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            print(db.execute("SELECT name, rootpage FROM sqlite_master ORDER BY name").fetchall())
+            print(db.execute("SELECT identifier FROM grdb_migrations ORDER BY identifier").fetchall())
+            """
+        let before = try await runCommand(["python3", "-c", state, path]).split(separator: "\n")
+        #expect(before.count == 2 && before[1].hasPrefix("[('v1: feeds and items',)"))
+
+        let store = try SQLiteFeedStore(path: path)
+        #expect(try await store.items(feed: "home", offset: 0, limit: 5).map(\.id) == ["i1"])
+        let after = try await runCommand(["python3", "-c", state, path]).split(separator: "\n")
+        #expect(after.first == before.first)
+        #expect(after.last == "[('v4: indexes in backfill order',)]")
+    }
+
+    /// SQLite's own description of the schema of the store at `sys.argv[1]`, as text.
+    static let schemaDump = """
+        import sqlite3, sys
+        db = sqlite3.connect(sys.argv[1])
+        for table in ('feed', 'item'):
+            print(table, db.execute("PRAGMA table_xinfo(%s)" % table).fetchall())
+            print(db.execute("PRAGMA foreign_key_list(%s)" % table).fetchall())
+            for index in sorted(db.execute("PRAGMA index_list(%s)" % table).fetchall(), key=lambda i: i[1]):
+                name = index[1] if index[3] == 'c' else 'primary key'
+                print(name, index[2:], db.execute("PRAGMA index_xinfo('%s')" % index[1]).fetchall())
+        """
+
+    /// ``schemaDump`` of a store this build creates.
+    static func newStoreSchema() async throws -> String {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("new.sqlite")
+        _ = try SQLiteFeedStore(path: path)
+        return try await runCommand(["python3", "-c", schemaDump, path])
     }
 }
