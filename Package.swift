@@ -332,7 +332,7 @@ let package = Package(
             name: "SyncdTests",
             dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", "NetlinkProbe", .product(name: "Clocks", package: "swift-clocks")]
         ),
-        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
         .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport"),
     ],

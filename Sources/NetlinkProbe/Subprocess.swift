@@ -57,6 +57,10 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
     posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
     posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
     posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
+    // The test process holds sockets without FD_CLOEXEC (NIO accepts connections without it): a
+    // child that inherits one keeps the connection open after its server closes or resets it,
+    // and the client waits for an end that never comes while the child runs.
+    closeInheritedDescriptors(&actions)
     let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
     defer { for arg in argv { free(arg) } }
     var pid: pid_t = 0
@@ -156,4 +160,22 @@ private final class LockedData: Sendable {
     func set(_ data: Data) { storage.withLock { $0 = (data, true) } }
     var isSet: Bool { storage.withLock { $0.1 } }
     var value: Data { storage.withLock { $0.0 } }
+}
+
+/// Adds to `actions` the closing of every descriptor above standard error, so that a spawned
+/// child inherits only 0, 1 and 2 (and what `actions` itself dup2s onto them).
+///
+/// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34) is not in Swift's Glibc module, so it
+/// is looked up at run time; without it, every descriptor above stderr is marked close-on-exec.
+public func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+    typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+        let closeFrom = unsafeBitCast(symbol, to: CloseFrom.self)
+        if closeFrom(&actions, 3) == 0 { return }
+    }
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    for fd in descriptors.compactMap(Int32.init) where fd > 2 {
+        let flags = fcntl(fd, F_GETFD)
+        if flags >= 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SyncCore
 import SyncStore
 import Testing
@@ -135,20 +136,17 @@ import TestSupport
             [('v4: indexes in backfill order',)]
 
             """)
-        #expect(try await runCommand(["python3", "-c", Self.schemaDump, path]) == (try await Self.newStoreSchema()))
+        #expect(try Self.schema(path) == (try Self.newStoreSchema()))
     }
 
     /// A new store is made in one step; a version-one store upgraded step by step ends with the
     /// same schema, as SQLite itself describes both (columns, types, defaults, keys, indexes and
     /// their order, foreign keys).
-    @Test func aNewStoreHasTheSchemaThatTheUpgradesLeave() async throws {
+    @Test func aNewStoreHasTheSchemaThatTheUpgradesLeave() throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("v1.sqlite")
-        try await runCommand(["python3", "-c", """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.executescript('''
-                PRAGMA journal_mode = WAL;
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: """
                 CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
                 INSERT INTO grdb_migrations VALUES ('v1: feeds and items');
                 CREATE TABLE feed (
@@ -162,13 +160,12 @@ import TestSupport
                     PRIMARY KEY (feed, id)
                 );
                 CREATE INDEX item_order ON item(feed, position);
-            ''')
-            db.commit()
-            """, path])
+                """)
+        }
         _ = try SQLiteFeedStore(path: path)
-        let upgraded = try await runCommand(["python3", "-c", Self.schemaDump, path])
-        #expect(upgraded == (try await Self.newStoreSchema()))
-        #expect(upgraded.contains("'stored_at', 'REAL'") && upgraded.contains("'source', 'TEXT'"))
+        let upgraded = try Self.schema(path)
+        #expect(upgraded == (try Self.newStoreSchema()))
+        #expect(upgraded.contains("name:\"stored_at\" type:\"REAL\"") && upgraded.contains("name:\"source\" type:\"TEXT\""), "\(upgraded)")
     }
 
     /// A store the four migrations wrote one by one (an earlier syncd) opens as it is: the merged
@@ -178,48 +175,54 @@ import TestSupport
         let dir = try TemporaryDirectory()
         let path = dir.file("v4.sqlite")
         _ = try SQLiteFeedStore(path: path)
-        try await runCommand(["python3", "-c", """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute("DELETE FROM grdb_migrations")
-            db.execute("INSERT INTO grdb_migrations VALUES ('v1: feeds and items'), ('v2: item count per feed'), ('v3: gaps and sources'), ('v4: indexes in backfill order')")
-            db.execute("INSERT INTO feed (id, has_loaded, item_count) VALUES ('home', 1, 1)")
-            db.execute("INSERT INTO item VALUES ('home', 'i1', 7, x'7b7d', 5.0)")
-            db.commit()
-            """, path])
-        let state = """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            print(db.execute("SELECT name, rootpage FROM sqlite_master ORDER BY name").fetchall())
-            print(db.execute("SELECT identifier FROM grdb_migrations ORDER BY identifier").fetchall())
-            """
-        let before = try await runCommand(["python3", "-c", state, path]).split(separator: "\n")
-        #expect(before.count == 2 && before[1].hasPrefix("[('v1: feeds and items',)"))
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: """
+                DELETE FROM grdb_migrations;
+                INSERT INTO grdb_migrations VALUES ('v1: feeds and items'), ('v2: item count per feed'), ('v3: gaps and sources'), ('v4: indexes in backfill order');
+                INSERT INTO feed (id, has_loaded, item_count) VALUES ('home', 1, 1);
+                INSERT INTO item VALUES ('home', 'i1', 7, x'7b7d', 5.0);
+                """)
+        }
+        func state() throws -> (pages: [Row], identifiers: [String]) {
+            try DatabaseQueue(path: path).read { db in
+                (try Row.fetchAll(db, sql: "SELECT name, rootpage FROM sqlite_master ORDER BY name"),
+                 try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier"))
+            }
+        }
+        let before = try state()
+        #expect(before.identifiers.count == 4)
 
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 5).map(\.id) == ["i1"])
-        let after = try await runCommand(["python3", "-c", state, path]).split(separator: "\n")
-        #expect(after.first == before.first)
-        #expect(after.last == "[('v4: indexes in backfill order',)]")
+        let after = try state()
+        #expect(after.pages == before.pages)
+        #expect(after.identifiers == ["v4: indexes in backfill order"])
     }
 
-    /// SQLite's own description of the schema of the store at `sys.argv[1]`, as text.
-    static let schemaDump = """
-        import sqlite3, sys
-        db = sqlite3.connect(sys.argv[1])
-        for table in ('feed', 'item'):
-            print(table, db.execute("PRAGMA table_xinfo(%s)" % table).fetchall())
-            print(db.execute("PRAGMA foreign_key_list(%s)" % table).fetchall())
-            for index in sorted(db.execute("PRAGMA index_list(%s)" % table).fetchall(), key=lambda i: i[1]):
-                name = index[1] if index[3] == 'c' else 'primary key'
-                print(name, index[2:], db.execute("PRAGMA index_xinfo('%s')" % index[1]).fetchall())
-        """
+    /// SQLite's own description of the schema of the store at `path` (its pragmas), as text; the
+    /// primary key's index is named by its role, since a rebuilt table's keeps the old table's name.
+    static func schema(_ path: String) throws -> String {
+        try DatabaseQueue(path: path).read { db in
+            var lines: [String] = []
+            for table in ["feed", "item"] {
+                lines.append("\(table) \(try Row.fetchAll(db, sql: "PRAGMA table_xinfo(\(table))"))")
+                lines.append("\(try Row.fetchAll(db, sql: "PRAGMA foreign_key_list(\(table))"))")
+                let indexes = try Row.fetchAll(db, sql: "PRAGMA index_list(\(table))").sorted { ($0["name"] as String) < ($1["name"] as String) }
+                for index in indexes {
+                    let name: String = index["name"], origin: String = index["origin"]
+                    let columns = try Row.fetchAll(db, sql: "PRAGMA index_xinfo('\(name)')")
+                    lines.append("\(origin == "pk" ? "primary key" : name) unique:\(index["unique"] as Int) origin:\(origin) \(columns)")
+                }
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
 
-    /// ``schemaDump`` of a store this build creates.
-    static func newStoreSchema() async throws -> String {
+    /// ``schema(_:)`` of a store this build creates.
+    static func newStoreSchema() throws -> String {
         let dir = try TemporaryDirectory()
         let path = dir.file("new.sqlite")
         _ = try SQLiteFeedStore(path: path)
-        return try await runCommand(["python3", "-c", schemaDump, path])
+        return try schema(path)
     }
 }

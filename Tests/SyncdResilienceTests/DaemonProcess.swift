@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import NetlinkProbe
 import Synchronization
 
 /// One run of an executable (syncd), spawned directly so the test holds its real pid and can
@@ -29,7 +30,7 @@ final class DaemonProcess: Sendable {
         // The test process holds sockets without FD_CLOEXEC (the demo feed server's listener
         // among them): a child must not inherit them, or it keeps the port bound after the
         // server stops.
-        Self.closeInheritedDescriptors(&actions)
+        closeInheritedDescriptors(&actions)
 
         // Nothing from a service manager that may be running the tests reaches the child.
         let dropped: Set<String> = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM"]
@@ -45,21 +46,6 @@ final class DaemonProcess: Sendable {
         guard result == 0 else { throw SpawnFailed(arguments: arguments, code: result) }
         pid = child
         self.logPath = logPath
-    }
-
-    /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34) is not in Swift's Glibc module;
-    /// without it, every descriptor above stderr is marked close-on-exec instead.
-    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
-        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
-            let closeFrom = unsafeBitCast(symbol, to: CloseFrom.self)
-            if closeFrom(&actions, 3) == 0 { return }
-        }
-        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for fd in descriptors.compactMap(Int32.init) where fd > 2 {
-            let flags = fcntl(fd, F_GETFD)
-            if flags >= 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
-        }
     }
 
     deinit {
