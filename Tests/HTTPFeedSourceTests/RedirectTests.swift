@@ -3,6 +3,7 @@ import HTTPFeedSource
 import SyncCoordinator
 import SyncCore
 import Testing
+import TestSupport
 
 /// Redirects against the GitHub-style server, with a second origin that records what it gets.
 @Suite("Redirects: same origin followed, moved feeds and other origins shown, the token kept home")
@@ -10,7 +11,8 @@ struct RedirectTests {
     static let token = "redirect-t0ken"
 
     func source(_ server: GitHubStyleServer, _ client: HTTPFeedClient, path: String) throws -> HTTPFeedSource {
-        var http = HTTPFeedConfiguration(url: server.url(path, query: "per_page=10"), requestTimeout: .seconds(5))
+        // A guard against a hang only: six hops to the Python oracle took over 5 s in a congested full run.
+        var http = HTTPFeedConfiguration(url: server.url(path, query: "per_page=10"), requestTimeout: hangGuard)
         http.authorization = .bearer(BearerToken(Self.token))
         return try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
     }
