@@ -59,6 +59,7 @@ public struct SQLiteFeedStore: FeedStore {
     private let commitHook: (@Sendable (CommitStage) -> Void)?
     private let retention: [String: Retention]
     private let scheduling: CommitScheduling
+    private let checkpointer: Checkpointer
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
@@ -71,10 +72,11 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     /// ``init(path:retention:scheduling:)`` with `commitHook` called inside each commit's
-    /// transaction at each ``CommitStage``: for fault-injection tests that kill the process there.
+    /// transaction at each ``CommitStage``: for fault-injection tests that kill the process there;
+    /// and with the write-ahead log's checkpoints at other `checkpoints` limits.
     package init(
         path: String, commitHook: (@Sendable (CommitStage) -> Void)?, retention: [String: Retention] = [:],
-        scheduling: CommitScheduling = .unchanged
+        scheduling: CommitScheduling = .unchanged, checkpoints: Checkpointer.Limits = .default
     ) throws {
         var configuration = Configuration()
         // Another process (syncctl, a test) may hold the file briefly; wait rather than fail.
@@ -87,12 +89,17 @@ public struct SQLiteFeedStore: FeedStore {
             // many-row insert or a page's savepoint changes, which otherwise spills to a temporary
             // file past 64 KiB and goes through the kernel's write path for nothing.
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            // Checkpoints run beside the writer, not inside its commits (``Checkpointer``). A log
+            // that has grown starts again after one, and its file is then cut back to 4 MiB.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            try db.execute(sql: "PRAGMA journal_size_limit = \(4 << 20)")
         }
         self.path = path
         self.pool = try DatabasePool(path: path, configuration: configuration)
         self.commitHook = commitHook
         self.retention = retention
         self.scheduling = scheduling
+        self.checkpointer = Checkpointer(path: path, limits: checkpoints, scheduling: scheduling)
         try Schema.migrator.migrate(pool)
     }
 
@@ -132,19 +139,33 @@ public struct SQLiteFeedStore: FeedStore {
     /// The same commit, blocking: for small tools that have no async context. It runs on the
     /// calling thread, whose scheduling it leaves alone.
     public func commitSynchronously(feed: String, direction: Direction, page: FeedPage, at date: Date) throws -> CommitOutcome {
-        let hook = commitHook, retention = retention[feed]
-        return try pool.write { db in
-            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
+        let hook = commitHook, retention = retention[feed], checkpointer = checkpointer
+        return try pool.writeWithoutTransaction { db in
+            try Self.transaction(db, checkpointer: checkpointer) { db in
+                try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
+            }
         }
     }
 
     /// A commit's write transaction, on a thread scheduled as ``CommitScheduling`` says.
     private func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let scheduling = scheduling
-        return try await pool.write { db in
+        let scheduling = scheduling, checkpointer = checkpointer
+        return try await pool.writeWithoutTransaction { db in
             if scheduling == .throughput { WriterScheduling.makeThroughputWork() }
-            return try body(db)
+            return try Self.transaction(db, checkpointer: checkpointer, body)
         }
+    }
+
+    /// `body` in a transaction, as GRDB's `write` runs it; then the checkpointer hears how much
+    /// of the log it wrote, whether it committed or not.
+    private static func transaction<T>(_ db: Database, checkpointer: Checkpointer, _ body: (Database) throws -> T) throws -> T {
+        defer { checkpointer.wrote(db) }
+        var result: T?
+        try db.inTransaction {
+            result = try body(db)
+            return .commit
+        }
+        return result!
     }
 
     /// Frees what SQLite holds between syncs: the page caches and prepared statements of the
@@ -155,9 +176,17 @@ public struct SQLiteFeedStore: FeedStore {
     /// concurrent dispatch queue, whose first worker starts libdispatch's pool monitor, which
     /// then wakes the process every second for good.
     public func releaseMemory() async {
+        // An idle moment: the log's last pages are copied back too.
+        checkpointer.checkpointSoon()
         _ = try? await pool.writeWithoutTransaction { $0.releaseMemory() }
         _ = try? await pool.read { $0.releaseMemory() }
     }
+
+    /// Checkpoints of the write-ahead log finished so far, by where they ran: for tests.
+    package var checkpoints: Checkpointer.Counts { checkpointer.completed }
+
+    /// Returns once the checkpoints started in the background so far have finished: for tests.
+    package func checkpointsFinished() async { await checkpointer.finished() }
 
     /// Stored items of `feed`, newest first, as the server sent them; a negative offset or limit counts as 0.
     public func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
