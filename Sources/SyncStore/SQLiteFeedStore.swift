@@ -169,17 +169,20 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     /// Frees what SQLite holds between syncs: the page caches and prepared statements of the
-    /// writer and of a reader; each refills as it is used again.
+    /// writer and of a reader; each refills as it is used again. The write-ahead log is copied
+    /// into the database too, and its file emptied when nothing else uses the store.
     ///
     /// A backfill leaves each connection a page cache of up to 2 MiB; between refreshes minutes
     /// apart it only takes memory. The connections stay open: closing readers goes through a
     /// concurrent dispatch queue, whose first worker starts libdispatch's pool monitor, which
     /// then wakes the process every second for good.
     public func releaseMemory() async {
-        // An idle moment: the log's last pages are copied back too.
+        // An idle moment: the log's last pages are copied back too, and waited for, so that what
+        // the checkpoint touched is released with the rest.
         checkpointer.checkpointSoon()
         _ = try? await pool.writeWithoutTransaction { $0.releaseMemory() }
         _ = try? await pool.read { $0.releaseMemory() }
+        await checkpointer.finished()
     }
 
     /// Checkpoints of the write-ahead log finished so far, by where they ran: for tests.
