@@ -8,7 +8,8 @@ import TestSupport
 /// The real syncd gives its code pages back once syncing has gone quiet: start-up and a sync
 /// leave most of the binary resident (fault-around maps 64 KiB per fault), the page-out a second
 /// after the last feed change leaves a small part. Pages that another process maps too stay: with
-/// several syncd processes on one binary, only what one of them alone touched goes.
+/// several syncd processes on one binary, only what one of them alone touched goes. The store's
+/// write-ahead log goes back into the database file at the same moment, and its file is emptied.
 @Suite struct IdleMemoryTests {
     /// Size and resident size (KiB) of every mapping of `path` in `pid`, from `/proc/PID/smaps`.
     static func mapped(_ path: String, in pid: Int32) -> (size: Int, resident: Int) {
@@ -26,43 +27,67 @@ import TestSupport
         return (size, resident)
     }
 
-    @Test(.timeLimit(.minutes(2))) func theBinaryIsMostlyPagedOutOnceSyncingIsQuiet() async throws {
-        let directory = try TemporaryDirectory(prefix: "syncd-idle-memory")
+    /// syncd, on a copy of its binary, after syncing 500 items from a demo feed of its own.
+    struct SyncedDaemon {
+        let server: ChildProcess
+        let daemon: ChildProcess
+        let binary: String
+
+        func stop() async {
+            await daemon.stop()
+            await server.stop()
+        }
+    }
+
+    static func syncedDaemon(in directory: TemporaryDirectory) async throws -> SyncedDaemon {
         let server = try ChildProcess(
             [try BuildProducts.path("demo-feed"), "--host", "127.0.0.1", "--port", "0", "--feed", "idle:500:0", "--limit", "50", "--log-level", "warning"],
             logPath: directory.file("demo-feed.log"))
-        defer { Task { [server] in await server.stop() } }
-        var base = ""
-        try await waitUntil("demo-feed listens") {
-            guard let line = server.output.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) else { return false }
-            base = String(line.dropFirst("listening on ".count))
-            return true
-        }
-        try """
-            [daemon]
-            store = "\(directory.file("syncd.sqlite"))"
-            control_socket = "\(directory.file("io.syncd"))"
+        var daemon: ChildProcess?
+        do {
+            var base = ""
+            try await waitUntil("demo-feed listens") {
+                guard let line = server.output.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) else { return false }
+                base = String(line.dropFirst("listening on ".count))
+                return true
+            }
+            try """
+                [daemon]
+                store = "\(directory.file("syncd.sqlite"))"
+                control_socket = "\(directory.file("io.syncd"))"
 
-            [[feed]]
-            name = "idle"
-            url = "\(base)/feeds/idle"
-            page_size = 50
-            backfill = 500
-            refresh_interval = "1h"
-            """.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
-        // A copy of its own: the kernel leaves pages that another process maps too, and other
-        // tests run the built binary at the same time.
-        let binary = try await BuildProducts.copy("syncd", to: directory.file("syncd"))
-        let daemon = try ChildProcess([binary, "--config", directory.file("syncd.toml")], logPath: directory.file("syncd.log"))
-        defer { Task { [daemon] in await daemon.stop() } }
-        let client = SyncControlClient(socketPath: directory.file("io.syncd"))
-        var synced = false
-        let syncDeadline = ContinuousClock.now + .seconds(60)
-        while !synced, daemon.isRunning, ContinuousClock.now < syncDeadline {
-            try await Task.sleep(for: .milliseconds(100))
-            synced = (try? await client.status())?.feeds.first { $0.name == "idle" }.map { $0.itemCount >= 500 } ?? false
+                [[feed]]
+                name = "idle"
+                url = "\(base)/feeds/idle"
+                page_size = 50
+                backfill = 500
+                refresh_interval = "1h"
+                """.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
+            // A copy of its own: the kernel leaves pages that another process maps too, and other
+            // tests run the built binary at the same time.
+            let binary = try await BuildProducts.copy("syncd", to: directory.file("syncd"))
+            let running = try ChildProcess([binary, "--config", directory.file("syncd.toml")], logPath: directory.file("syncd.log"))
+            daemon = running
+            let client = SyncControlClient(socketPath: directory.file("io.syncd"))
+            var synced = false
+            try await waitUntil("the feed is synced or syncd exits", timeout: .seconds(60), interval: .milliseconds(100)) {
+                synced = (try? await client.status())?.feeds.first { $0.name == "idle" }.map { $0.itemCount >= 500 } ?? false
+                return synced || !running.isRunning
+            }
+            try #require(synced, "the feed did not sync; syncd's output:\n\(running.output)")
+            return SyncedDaemon(server: server, daemon: running, binary: binary)
+        } catch {
+            await daemon?.stop()
+            await server.stop()
+            throw error
         }
-        try #require(synced, "the feed did not sync; syncd's output:\n\(daemon.output)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func theBinaryIsMostlyPagedOutOnceSyncingIsQuiet() async throws {
+        let directory = try TemporaryDirectory(prefix: "syncd-idle-memory")
+        let started = try await Self.syncedDaemon(in: directory)
+        defer { Task { await started.stop() } }
+        let (daemon, binary) = (started.daemon, started.binary)
 
         // Start-up and the sync leave well over half of the binary resident; after the page-out
         // the rest is its written data and the few pages the idle daemon runs.
@@ -75,5 +100,23 @@ import TestSupport
         }
         #expect(daemon.isRunning, "\(daemon.output)")
         #expect(last.size > 0 && last.resident * 10 < last.size * 3, "\(path): \(last.resident) KiB resident of \(last.size) KiB after 30 s")
+    }
+
+    /// The store's write-ahead log is copied back and its file emptied once syncing is quiet: the
+    /// database file alone, read by Python's sqlite3, holds every item.
+    @Test(.timeLimit(.minutes(2))) func theStoresLogIsEmptiedOnceSyncingIsQuiet() async throws {
+        let directory = try TemporaryDirectory(prefix: "syncd-idle-log")
+        let started = try await Self.syncedDaemon(in: directory)
+        defer { Task { await started.stop() } }
+        let log = directory.file("syncd.sqlite-wal")
+        func logSize() -> Int? { (try? FileManager.default.attributesOfItem(atPath: log))?[.size] as? Int }
+        try await waitUntil("the log's file is empty", interval: .milliseconds(100)) { logSize() == 0 }
+        #expect(started.daemon.isRunning, "\(started.daemon.output)")
+        let count = try await runCommand(["python3", "-c", """
+            import shutil, sqlite3, sys
+            shutil.copyfile(sys.argv[1], sys.argv[2])
+            print(sqlite3.connect(sys.argv[2]).execute("SELECT COUNT(*) FROM item").fetchone()[0])
+            """, directory.file("syncd.sqlite"), directory.file("copy.sqlite")])
+        #expect(count.trimmingCharacters(in: .whitespacesAndNewlines) == "500")
     }
 }
