@@ -43,9 +43,10 @@ public struct SQLiteFeedStore: FeedStore {
     public enum CommitScheduling: Sendable, Hashable {
         /// As the process left them.
         case unchanged
-        /// As throughput work: each thread that runs an async commit takes a long scheduler slice
-        /// (Linux 6.12 and later) and keeps it. It keeps its share of the CPU, but threads with the
-        /// default slice (event loops, interactive programs) no longer wait behind its commits.
+        /// As throughput work: each thread that runs an async commit or a checkpoint of the
+        /// write-ahead log takes a long scheduler slice (Linux 6.12 and later) and keeps it. It
+        /// keeps its share of the CPU, but threads with the default slice (event loops,
+        /// interactive programs) no longer wait behind its commits.
         ///
         /// The threads are libdispatch's, which the whole process shares: choose this where
         /// nothing else on them needs to preempt promptly. syncd does, and in a backfill over
