@@ -88,7 +88,18 @@ import TestSupport
     @Test(.timeLimit(.minutes(2))) func theBinaryIsMostlyPagedOutAndTheStoresLogEmptiedOnceSyncingIsQuiet() async throws {
         let directory = try TemporaryDirectory(prefix: "syncd-idle-memory")
         let started = try await Self.syncedDaemon(in: directory)
-        defer { Task { await started.stop() } }
+        // Stopped here, not from a task a `defer` starts: a run of this suite alone can end
+        // before such a task runs, and leave the feed server behind.
+        do {
+            try await Self.checkQuiet(started, in: directory)
+        } catch {
+            await started.stop()
+            throw error
+        }
+        await started.stop()
+    }
+
+    static func checkQuiet(_ started: SyncedDaemon, in directory: TemporaryDirectory) async throws {
         let (daemon, binary) = (started.daemon, started.binary)
 
         // Start-up and the sync leave well over half of the binary resident; after the page-out
