@@ -7,29 +7,10 @@ import TestSupport
 /// The write-ahead log is copied back into the database file beside the writer, not inside its
 /// commits.
 ///
-/// The oracle is the database file alone, copied without its log and opened by Python's sqlite3:
-/// what it holds is what the checkpoints copied, whatever the log still has.
+/// The oracle is the database file alone, copied without its log and opened by Python's sqlite3
+/// (``DatabaseFileAlone``): what it holds is what the checkpoints copied.
 @Suite struct CheckpointTests {
     let date = Date(timeIntervalSinceReferenceDate: 12_345.678)
-
-    /// Items in the database file alone (no log), and SQLite's integrity check of it; `nil` when
-    /// the file has no item table yet.
-    static func itemsInDatabaseFile(_ path: String, copyTo copy: String) async throws -> (items: Int, integrity: String)? {
-        let output = try await runCommand(["python3", "-c", """
-            import shutil, sqlite3, sys
-            shutil.copyfile(sys.argv[1], sys.argv[2])
-            db = sqlite3.connect(sys.argv[2])
-            try:
-                n = db.execute("SELECT COUNT(*) FROM item").fetchone()[0]
-            except sqlite3.OperationalError:
-                print("none")
-            else:
-                print(n, db.execute("PRAGMA integrity_check").fetchone()[0])
-            """, path, copy])
-        let fields = output.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-        guard fields.count == 2, let items = Int(fields[0]) else { return nil }
-        return (items, fields[1])
-    }
 
     /// `count` items of about 200 bytes each, older than `start`.
     func olderPage(from start: Int, count: Int) -> FeedPage {
@@ -56,7 +37,7 @@ import TestSupport
         let counts = store.checkpoints
         #expect(counts.background >= 1)
         #expect(counts.onWriter == 0, "no commit ran a checkpoint")
-        let file = try await Self.itemsInDatabaseFile(path, copyTo: dir.file("copy.sqlite"))
+        let file = try await DatabaseFileAlone.read(path, copyTo: dir.file("copy.sqlite"))
         #expect(file?.integrity == "ok")
         #expect((file?.items ?? 0) > 0 && (file?.items ?? 0) <= committed, "\(String(describing: file)) of \(committed)")
         #expect(try await store.load(feed: "home").itemCount == committed)
@@ -78,7 +59,7 @@ import TestSupport
         }
         let log = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
         #expect(log > 5 << 20)
-        let file = try await Self.itemsInDatabaseFile(path, copyTo: dir.file("copy.sqlite"))
+        let file = try await DatabaseFileAlone.read(path, copyTo: dir.file("copy.sqlite"))
         #expect(file == nil || file?.items == 0, "\(String(describing: file))")
         #expect(store.checkpoints == .init())
     }
@@ -91,12 +72,12 @@ import TestSupport
             _ = try await store.commit(feed: "home", direction: .older, page: olderPage(from: start, count: 10), at: date)
         }
         // Three small commits stay in the log: the database file has none of them yet.
-        let before = try await Self.itemsInDatabaseFile(path, copyTo: dir.file("before.sqlite"))
+        let before = try await DatabaseFileAlone.read(path, copyTo: dir.file("before.sqlite"))
         #expect(before == nil || before?.items == 0)
         await store.releaseMemory()
         await store.checkpointsFinished()
         #expect(store.checkpoints.background == 1)
-        let after = try await Self.itemsInDatabaseFile(path, copyTo: dir.file("after.sqlite"))
+        let after = try await DatabaseFileAlone.read(path, copyTo: dir.file("after.sqlite"))
         #expect(after?.items == 30 && after?.integrity == "ok", "\(String(describing: after))")
         // Nothing else used the store: the log's file was cut to nothing.
         let log = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
@@ -117,7 +98,7 @@ import TestSupport
         // before it returns, its own pages included.
         _ = try await store.commit(feed: "home", direction: .older, page: olderPage(from: 990, count: 10), at: date)
         #expect(store.checkpoints.onWriter == 1)
-        let file = try await Self.itemsInDatabaseFile(path, copyTo: dir.file("copy.sqlite"))
+        let file = try await DatabaseFileAlone.read(path, copyTo: dir.file("copy.sqlite"))
         #expect(file?.items == 20 && file?.integrity == "ok", "\(String(describing: file))")
     }
 }
