@@ -133,7 +133,7 @@ struct JSONScanner {
                     index = keyStart
                     isID = try string() == idKey
                 } else {
-                    isID = bytes[key].elementsEqual(idKey)
+                    isID = Self.equal(bytes[key], idKey)
                 }
             }
             skipWhitespace()
@@ -159,9 +159,12 @@ struct JSONScanner {
     private mutating func idValue() throws(JSONSyntaxError) -> String {
         guard let first = peek() else { throw truncated() }
         if first == UInt8(ascii: "\"") {
-            let raw = try string()
-            guard !raw.isEmpty else { throw syntax("the id is an empty string") }
-            return String(decoding: raw, as: UTF8.self)
+            let (range, escaped) = try skipString()
+            // An escape decodes to at least one byte: only "" is empty.
+            guard !range.isEmpty else { throw syntax("the id is an empty string") }
+            return escaped
+                ? String(decoding: try decoded(range), as: UTF8.self)
+                : String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
         }
         let start = index
         if first == UInt8(ascii: "-") || isDigit(first) {
@@ -210,11 +213,27 @@ struct JSONScanner {
 
     /// Scans and checks a string without decoding it: most strings in a page are only stepped
     /// over. Returns the range between the quotes and whether it holds escapes.
+    ///
+    /// Inlined where strings are met: most are short and plain (member names, ids, dates), and
+    /// end at the first byte that ``skipPlainStringBytes()`` stops at; the rest go on out of line.
+    @inline(__always)
     private mutating func skipString() throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
         index += 1  // opening quote
         let start = index
+        skipPlainStringBytes()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            return (start..<(index - 1), false)
+        }
+        return try skipStringRest(from: start)
+    }
+
+    /// ``skipString()`` from the first byte that needs a look of its own.
+    @inline(never)
+    private mutating func skipStringRest(from start: Int) throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
         var escaped = false
         while true {
+            skipPlainStringBytes()
             guard index < bytes.count else { throw truncated() }
             let c = bytes[index]
             index += 1
@@ -243,6 +262,40 @@ struct JSONScanner {
                 break
             }
         }
+    }
+
+    /// Steps over string bytes that need no look of their own (printable ASCII other than `"` and
+    /// `\`), eight at a time, up to the first that does or the last whole eight before the end.
+    ///
+    /// Most of a page is such bytes inside strings; one at a time through ``skipString()``'s
+    /// switch they took most of the scan.
+    @inline(__always)
+    private mutating func skipPlainStringBytes() {
+        guard let base = bytes.baseAddress else { return }
+        let raw = UnsafeRawPointer(base)
+        while bytes.count - index >= 8 {
+            let special = Self.specialBytes(UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)))
+            guard special == 0 else {
+                index += special.trailingZeroBitCount &>> 3
+                return
+            }
+            index += 8
+        }
+    }
+
+    /// The high bit of each byte of `word` (first byte lowest) that a string cannot simply step
+    /// over: `"`, `\`, a control character or a byte above ASCII; bytes above the lowest such byte
+    /// may be flagged too, so only the lowest flag counts.
+    ///
+    /// Each test is the classic "byte below n" check, `(x - n) & ~x & 0x80`, per byte: exact for
+    /// the lowest byte it flags, because a borrow leaves a byte only when that byte is a hit.
+    private static func specialBytes(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let quote = word ^ (ones &* 0x22), backslash = word ^ (ones &* 0x5C)
+        let isQuote = (quote &- ones) & ~quote
+        let isBackslash = (backslash &- ones) & ~backslash
+        let isControl = (word &- ones &* 0x20) & ~word
+        return (isQuote | isBackslash | isControl | word) & (ones &* 0x80)
     }
 
     /// Steps over the rest of a multi-byte UTF-8 sequence whose `lead` byte was just read, as
@@ -276,26 +329,31 @@ struct JSONScanner {
     /// ``skipString()`` checks it; the escapes, if any, are then decoded from the checked bytes.
     private mutating func string() throws(JSONSyntaxError) -> [UInt8] {
         let (range, escaped) = try skipString()
-        guard escaped else { return Array(bytes[range]) }
+        return escaped ? try decoded(range) : Array(bytes[range])
+    }
+
+    /// The decoded bytes of a string's contents at `range`, which ``skipString()`` checked and
+    /// found escapes in.
+    private mutating func decoded(_ range: Range<Int>) throws(JSONSyntaxError) -> [UInt8] {
         let end = index
         defer { index = end }
         index = range.lowerBound
-        var decoded: [UInt8] = []
+        var out: [UInt8] = []
         while index < range.upperBound {
             let c = bytes[index]
             index += 1
             guard c == UInt8(ascii: "\\") else {
-                decoded.append(c)
+                out.append(c)
                 continue
             }
             let e = bytes[index]
             index += 1
             switch e {
-            case UInt8(ascii: "b"): decoded.append(0x08)
-            case UInt8(ascii: "f"): decoded.append(0x0C)
-            case UInt8(ascii: "n"): decoded.append(0x0A)
-            case UInt8(ascii: "r"): decoded.append(0x0D)
-            case UInt8(ascii: "t"): decoded.append(0x09)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
             case UInt8(ascii: "u"):
                 var unit = try hex4()
                 if (0xD800...0xDBFF).contains(unit), index + 1 < range.upperBound,
@@ -305,18 +363,18 @@ struct JSONScanner {
                     if (0xDC00...0xDFFF).contains(low) {
                         unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
                     } else {
-                        decoded.append(contentsOf: Array(String(Unicode.Scalar(0xFFFD)!).utf8))
+                        out.append(contentsOf: Array(String(Unicode.Scalar(0xFFFD)!).utf8))
                         unit = low
                     }
                 }
                 let scalar = Unicode.Scalar(unit) ?? Unicode.Scalar(0xFFFD)!
-                decoded.append(contentsOf: Array(String(scalar).utf8))
+                out.append(contentsOf: Array(String(scalar).utf8))
             default:
                 // `"`, `\\` and `/` stand for themselves; skipString() let no other escape through.
-                decoded.append(e)
+                out.append(e)
             }
         }
-        return decoded
+        return out
     }
 
     private mutating func hex4() throws(JSONSyntaxError) -> UInt32 {
@@ -369,6 +427,13 @@ struct JSONScanner {
             guard c == byte else { throw syntax("invalid literal") }
             index += 1
         }
+    }
+
+    /// Whether `slice` holds exactly `expected`'s bytes.
+    private static func equal(_ slice: Slice<UnsafeBufferPointer<UInt8>>, _ expected: [UInt8]) -> Bool {
+        guard slice.count == expected.count else { return false }
+        guard let base = slice.base.baseAddress, !expected.isEmpty else { return true }
+        return expected.withUnsafeBufferPointer { memcmp(base + slice.startIndex, $0.baseAddress!, expected.count) == 0 }
     }
 
     private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }

@@ -101,6 +101,49 @@ struct JSONPageParserTests {
         #expect(items.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"id":"2","t":"é"}"#, #"{"id":"1"}"#])
     }
 
+    @Test("strings are stepped over eight bytes at a time: a byte that ends or breaks one is found at every offset and at the end")
+    func stringBytesAtEveryOffset() throws {
+        // Plain bytes run up to the byte under test at each offset of the eight-byte words the
+        // scan reads, and the page ends at every distance after it.
+        let plain = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        for length in 0..<24 {
+            let before = Array(plain.prefix(length))
+            func item(_ text: [UInt8]) -> [UInt8] { Array(#"{"id":"1","t":""#.utf8) + text + Array(#""}"#.utf8) }
+            func page(_ text: [UInt8]) -> [UInt8] { Array("[".utf8) + item(text) + Array("]".utf8) }
+
+            // Bytes a string may hold as they are, the edges of each test among them.
+            for byte: UInt8 in [0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7E, 0x7F] {
+                let text = before + [byte] + before
+                #expect(try parser.parse(page(text)).first?.payload == Data(item(text)), "\(length) \(byte)")
+            }
+            // Escapes, multi-byte characters, and the decoded id behind the plain bytes.
+            for text in [before + Array(#"\"\\\/\n\u00e9"#.utf8) + before, before + Array("é☕🎉".utf8) + before] {
+                #expect(try parser.parse(page(text)).first?.payload == Data(item(text)), "\(length)")
+            }
+            let name = String(decoding: before, as: UTF8.self)
+            let escapedID = try parser.parse(Array(#"[{"id":""#.utf8) + before + Array(#"\u0041"}]"#.utf8))
+            #expect(escapedID.map(\.id) == [name + "A"], "\(length)")
+            if length > 0 {
+                #expect(try parse(#"[{"\#(name)":1,"id":"\#(name)"}]"#).map(\.id) == [name])
+            }
+
+            // Bytes that break a string: a control character, a byte that starts no character.
+            for byte: UInt8 in [0x00, 0x01, 0x09, 0x0A, 0x1F] {
+                #expect(malformed(String(decoding: page(before + [byte] + before), as: UTF8.self))?.contains("control character") == true,
+                        "\(length) \(byte)")
+            }
+            for byte: UInt8 in [0x80, 0xBF, 0xC0, 0xFF] {
+                #expect(throws: FeedError(.malformed, "page body is not valid UTF-8"), "\(length) \(byte)") {
+                    try parser.parse(page(before + [byte] + before))
+                }
+            }
+            // The body ends inside the string, after the plain bytes or after a lone backslash.
+            let open = Array(#"[{"id":"1","t":""#.utf8) + before
+            #expect(malformed(String(decoding: open, as: UTF8.self))?.contains("truncated") == true, "\(length)")
+            #expect(malformed(String(decoding: open + Array("\\".utf8), as: UTF8.self))?.contains("truncated") == true, "\(length)")
+        }
+    }
+
     @Test("invalid UTF-8 is rejected")
     func invalidUTF8() {
         #expect(throws: FeedError.self) { try parser.parse(page(with: [0xC3, 0x28])) }
