@@ -388,9 +388,9 @@ public struct SQLiteFeedStore: FeedStore {
     /// back when any of them turns out to be stored already; returns how many went in, or `nil`
     /// after such a rollback.
     private static func placeBelowEverything(_ page: FeedPage, placement: inout Placement, db: Database) throws -> Int? {
-        var seen = Set<ExactID>()
-        seen.reserveCapacity(page.items.count)
-        let items = page.items.filter { seen.insert(ExactID($0.id)).inserted }
+        // A backfill's pages come in id order, which finds repeats without hashing every id.
+        var seen = DistinctIDs()
+        let items = page.items.filter { seen.insert($0.id) }
         guard !items.isEmpty else { return 0 }
         var inserted: Int?
         try db.inSavepoint {

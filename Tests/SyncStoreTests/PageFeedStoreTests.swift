@@ -40,6 +40,25 @@ import TestSupport
         #expect(try await store.load(feed: "f") == reference.feed)
     }
 
+    /// An older page that repeats an id (in or out of the page's order, or as another spelling
+    /// of the same name) stores each id once, its first time, as the reference model does.
+    @Test(arguments: [
+        ["3", "2", "3", "1"], ["1", "2", "1"], ["3", "2", "1", "2"], ["2", "2"], ["b", "a", "c", "a"],
+        ["caf\u{E9}", "cafe\u{301}", "caf\u{E9}"], ["caf\u{E9}", "cafe\u{301}"], ["3", "2", "1"],
+    ])
+    func anOlderPageStoresARepeatedIdOnce(ids: [String]) async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
+        var reference = FeedLog()
+        for (direction, p) in [(Direction.initial, paged(["9", "8"], next: "p2", newer: "p1")), (.older, paged(ids, next: "p3"))] {
+            let expected = reference.commit(p, direction: direction, at: date)
+            #expect(try await store.commit(feed: "f", direction: direction, page: p, at: date) == expected, "\(ids)")
+        }
+        let stored = try await store.items(feed: "f", offset: 0, limit: 100)
+        #expect(stored.map { Array($0.id.utf8) } == reference.items.map { Array($0.id.utf8) }, "\(ids)")
+        #expect(Set(stored.map { ExactID($0.id) }).count == stored.count)
+    }
+
     @Test func anOlderPageWithNewerItemsPutsThemAboveTheStoredMaximum() async throws {
         let dir = try TemporaryDirectory()
         let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
