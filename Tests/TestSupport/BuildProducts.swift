@@ -30,6 +30,9 @@ public enum BuildProducts {
     /// until its own exec, so executing the copy meanwhile fails with "Text file busy".
     public static func copy(_ name: String, to destination: String) async throws -> String {
         _ = try await runCommand(["cp", try path(name), destination])
+        // Written back before it runs: the kernel cannot page out a file's pages while they are
+        // dirty or being written, which a test that pages the binary out would otherwise meet.
+        _ = try await runCommand(["sync", destination])
         return destination
     }
 
