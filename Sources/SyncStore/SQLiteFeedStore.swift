@@ -297,8 +297,7 @@ public struct SQLiteFeedStore: FeedStore {
             var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
             var upper: Int?
             var run: [FeedItem] = []
-            var inPage = Set<ExactID>()
-            inPage.reserveCapacity(page.items.count)
+            var inPage = DistinctIDs()
             func flush(lower: Int?) throws {
                 defer { run = [] }
                 guard !run.isEmpty else { return }
@@ -324,8 +323,8 @@ public struct SQLiteFeedStore: FeedStore {
                 }
             }
             for item in page.items {
+                guard inPage.insert(item.id) else { continue }
                 let key = ExactID(item.id)
-                guard inPage.insert(key).inserted else { continue }
                 if let position = stored[key] {
                     overlapped = true
                     if gapPage, let floor, position <= floor { reachedFloor = true }
