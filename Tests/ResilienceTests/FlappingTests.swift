@@ -12,6 +12,13 @@ import TestSupport
 /// The settle timer runs on a `TestClock` that only moves when the test says a quiet period has
 /// passed, so "faster than settle" holds by construction and no assertion depends on how fast
 /// this machine is. The kernel side is real: a veth pair whose client sees every flap.
+///
+/// A burst is judged only once the monitor has read all of it. Seeing the monitor agree with the
+/// kernel is not enough for that: a peer-side flap ends in the very state it began in, so a
+/// monitor still behind the burst agrees too, and its offline verdict comes after the test has
+/// looked. After each burst the test adds an address (a sentinel: no verdict reads it) and waits
+/// until the monitor shows it; the kernel queues a socket's notifications in order, so by then
+/// the monitor has read every announcement of the burst.
 @Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
 struct FlappingTests {
     enum Side: String, Sendable, CaseIterable, CustomTestStringConvertible {
@@ -32,7 +39,9 @@ struct FlappingTests {
         let h = try await ResilienceHarness()
         let clock = TestClock()
         let log = VerdictLog()
-        let stream = ConnectivityMonitor.verdicts(from: h.monitor.snapshots(), for: .internet, settle: Self.settle, clock: clock)
+        // The daemon's own path: the monitor's thread evaluates every snapshot it publishes, so a
+        // verdict is decided before the next snapshot is (a snapshot stream keeps only the newest).
+        let stream = ConnectivityMonitor.verdicts(from: h.monitor, for: .internet, settle: Self.settle, clock: clock)
         let consumer = Task { for await verdict in stream { log.append(verdict) } }
         defer { consumer.cancel() }
 
@@ -65,19 +74,24 @@ struct FlappingTests {
                 // Admin-down flushed the default route; put it back as a DHCP client would.
                 try await h.apply([.ip("route replace default via \(ResilienceHarness.gateway4) dev \(ResilienceHarness.link)")], sequence: &sequence)
             }
-            // The kernel settles (carrier back, routes re-read) while the test clock stands still.
-            let disagreement = try await h.waitForAgreement { ConnectivityPolicy.evaluate($0).isOnline }
-            if let dump = disagreement {
-                Issue.record("burst \(burst): monitor never matched an online kernel: \(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump))")
-            }
             // What the kernel announced in this burst, once its last word (carrier back) is in.
             let burstEvents = try await waitForAnnouncements(announced, after: announcedBefore)
             let kernelLost = burstEvents.contains { !Self.hasCarrierFlags($0.flags) }
             if kernelLost { announcedBursts += 1 }
-            // The burst's offline verdict may still be on its way to the consumer's task on a
-            // loaded machine: wait for it (bounded) before judging what the burst published.
+            // The kernel settles (carrier back, routes re-read) while the test clock stands still,
+            // and the monitor reads up to the sentinel, which comes after every flap.
+            let sentinel = "10.77.1.\(burst + 1)"
+            try await h.apply([.ip("address add \(sentinel)/32 dev \(ResilienceHarness.link)")], sequence: &sequence)
+            let disagreement = try await h.waitForAgreement { dump in
+                ConnectivityPolicy.evaluate(dump).isOnline && dump.addresses.contains { $0.address.description == sentinel }
+            }
+            if let dump = disagreement {
+                Issue.record("burst \(burst): monitor never matched an online kernel with the sentinel: \(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump))")
+            }
+            // Every verdict of the burst is decided by now; the consumer's task may not have
+            // recorded the offline one yet on a loaded machine.
             if kernelLost {
-                try? await waitForVerdicts(log, timeout: .seconds(5)) { $0.dropFirst(before).contains { !$0.isOnline } }
+                try? await waitForVerdicts(log) { $0.dropFirst(before).contains { !$0.isOnline } }
             }
             let duringBurst = Array(log.all.dropFirst(before))
             let resumedEarly = duringBurst.contains { $0.isOnline }
@@ -92,10 +106,12 @@ struct FlappingTests {
             #expect(wentOffline == kernelLost, "burst \(burst): kernel announced a loss: \(kernelLost), offline published: \(wentOffline)")
 
             // The quiet period: the pending online comes out once the settle period has passed.
-            // Advance past it repeatedly (bounded) in case the driver armed its timer late.
+            // Advance past it repeatedly (bounded, real time) in case the timer's task started
+            // after an advance.
             let onlineBefore = log.all.filter(\.isOnline).count
             if wentOffline {
-                for _ in 0..<100 where log.all.filter(\.isOnline).count == onlineBefore {
+                let deadline = ContinuousClock.now + hangGuard
+                while log.all.filter(\.isOnline).count == onlineBefore, ContinuousClock.now < deadline {
                     await clock.advance(by: Self.settle + .nanoseconds(1))
                     try? await waitForVerdicts(log, timeout: .milliseconds(100)) { $0.filter(\.isOnline).count > onlineBefore }
                 }
