@@ -99,6 +99,11 @@ final class GitHubStyleServer: Sendable {
         ])
     }
 
+    /// From now on, page `page` is answered after `delay` with a body that says it is gzip and is not.
+    func corrupt(page: Int, delay: Duration = .zero) async throws {
+        try await admin("corrupt", ["page": "\(page)", "delay": "\(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)"])
+    }
+
     /// Whether the feed's answers end their connection (`Connection: close`) from now on.
     func closeConnections(_ on: Bool) async throws {
         try await admin("closing", ["on": on ? "1" : "0"])

@@ -59,6 +59,41 @@ struct PageWalkTests {
         }
     }
 
+    /// The next page goes out as soon as a response is complete on the wire, before its body is
+    /// decoded. When that body then fails (it says gzip and is not), the connection goes, and the
+    /// next page is asked again on a new one and arrives whole.
+    @Test func theNextPageGoesOutBeforeABodyIsDecodedAndAgainWhenThatBodyFails() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(25)
+            // Slow enough that the fourth page is asked for while the third is on the connection.
+            try await server.corrupt(page: 3, delay: .milliseconds(500))
+            try await withFeedClient { client in
+                let source = try githubSource(server, client)
+                let first = try await source.fetchInitial()
+                let second = try await walked(source, first.olderCursor)
+                let third = Task { try await walked(source, second.olderCursor) }
+                let deadline = ContinuousClock.now + TestSupport.hangGuard
+                while try await !server.received().contains(where: { $0.path.hasSuffix("&page=3") }), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                let fourth = try await walked(source, server.url(query: "per_page=5&page=4").absoluteString)
+                let walkedError = try #require(await expectFeedError { try await third.value })
+                let thirdCursor = try #require(second.olderCursor)
+                let pooledError = try #require(await expectFeedError { try await source.fetchOlder(cursor: thirdCursor) })
+                #expect(walkedError.kind == pooledError.kind, "walked: \(walkedError), pooled: \(pooledError)")
+                #expect(fourth.items == Array(try await server.items()[15..<20]))
+
+                let received = try await server.received()
+                let third3 = try #require(received.first { $0.path.hasSuffix("&page=3") })
+                let fourths = received.filter { $0.path.hasSuffix("&page=4") }
+                // Once on the third's connection, as its response ended; once more on a new one.
+                #expect(fourths.map(\.peer).contains(third3.peer), "\(received.map { ($0.path, $0.peer) })")
+                #expect(fourths.count == 2, "\(received.map { ($0.path, $0.peer) })")
+                #expect(Set(fourths.map(\.peer)).count == 2)
+            }
+        }
+    }
+
     @Test func theWalksConnectionClosesAfterTheIdleTimeoutAndOpensAgainWhenAsked() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(15)

@@ -13,6 +13,7 @@ modified = [time.time()]
 requests = []       # what each origin received
 redirects = {}      # (origin, path) -> (status, location, keep_query)
 closing = [False]   # whether feed answers end their connection (Connection: close)
+corrupt = {}        # page number -> seconds to wait before answering it with a body that says gzip and is not
 
 def add(ids):
     with lock:
@@ -102,6 +103,12 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send(304, b"", [("Last-Modified", last_modified)])
             except (TypeError, ValueError):
                 pass
+        with lock:
+            delay = corrupt.get(page)
+        if delay is not None:
+            time.sleep(delay)
+            headers.append(("Content-Encoding", "gzip"))
+            body = b"\x1f\x8b\x08\x00" + b"this is not a gzip stream" * 8
         self.send(200, body, headers)
 
     def admin(self, path, query):
@@ -120,6 +127,10 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 body = json.dumps(requests).encode()
             return self.send(200, body, [("Content-Type", "application/json")])
+        if path == "/admin/corrupt":
+            with lock:
+                corrupt[int(query["page"])] = float(query.get("delay", "0"))
+            return self.send(200, b"{}")
         if path == "/admin/closing":
             closing[0] = query.get("on") == "1"
             return self.send(200, b"{}")
