@@ -38,6 +38,10 @@ public struct HTTPFeedSource: FeedSource {
     /// `nil` on a shared `HTTPClient` (no walk of its own).
     public var executor: (any SerialExecutor)? { walk?.executor }
 
+    /// Requests waiting on the walk's connection behind the one on it: for tests that need a
+    /// page queued before the one ahead of it is answered.
+    package func walkRequestsWaiting() async -> Int { await walk?.waiting() ?? 0 }
+
     /// 304 answers so far: refreshes that found nothing new without a body.
     public var notModifiedCount: Int { cache.notModifiedCount }
 

@@ -111,6 +111,12 @@ final class PageWalk: Sendable {
     /// The event loop the walk reads its responses on, where it tells a success's links.
     var executor: any SerialExecutor { loop.executor }
 
+    /// Requests waiting behind the one on the connection.
+    func waiting() async -> Int {
+        let state = self.state
+        return (try? await loop.submit { state.value?.waitingCount ?? 0 }.get()) ?? 0
+    }
+
     /// Tells `links` to `onLinks` on the walk's event loop, as the walk itself does: for an
     /// answer that came through the pool instead.
     func tell(_ links: [WebLink], to onLinks: @escaping @Sendable ([WebLink]) -> Void) {
@@ -221,6 +227,9 @@ final class WalkState {
         self.loop = loop
         self.box = box
     }
+
+    /// Requests asked for and not yet written.
+    var waitingCount: Int { queue.count }
 
     func ask(_ ask: Ask) {
         queue.append(Request(ask))

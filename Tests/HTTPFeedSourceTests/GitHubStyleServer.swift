@@ -99,9 +99,15 @@ final class GitHubStyleServer: Sendable {
         ])
     }
 
-    /// From now on, page `page` is answered after `delay` with a body that says it is gzip and is not.
-    func corrupt(page: Int, delay: Duration = .zero) async throws {
-        try await admin("corrupt", ["page": "\(page)", "delay": "\(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)"])
+    /// From now on, page `page` is answered with a body that says it is gzip and is not, once
+    /// ``release()`` is called (at most 60 s after it was asked for).
+    func corrupt(page: Int) async throws {
+        try await admin("corrupt", ["page": "\(page)"])
+    }
+
+    /// Lets the held answers of ``corrupt(page:)`` go.
+    func release() async throws {
+        try await admin("release", [:])
     }
 
     /// Whether the feed's answers end their connection (`Connection: close`) from now on.

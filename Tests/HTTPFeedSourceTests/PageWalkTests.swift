@@ -65,8 +65,8 @@ struct PageWalkTests {
     @Test func theNextPageGoesOutBeforeABodyIsDecodedAndAgainWhenThatBodyFails() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(25)
-            // Slow enough that the fourth page is asked for while the third is on the connection.
-            try await server.corrupt(page: 3, delay: .milliseconds(500))
+            // Held by the server until the fourth page waits behind it on the walk's connection.
+            try await server.corrupt(page: 3)
             try await withFeedClient { client in
                 let source = try githubSource(server, client)
                 let first = try await source.fetchInitial()
@@ -76,7 +76,12 @@ struct PageWalkTests {
                 while try await !server.received().contains(where: { $0.path.hasSuffix("&page=3") }), ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(5))
                 }
-                let fourth = try await walked(source, server.url(query: "per_page=5&page=4").absoluteString)
+                let fourthTask = Task { try await walked(source, server.url(query: "per_page=5&page=4").absoluteString) }
+                while await source.walkRequestsWaiting() == 0, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                try await server.release()
+                let fourth = try await fourthTask.value
                 let walkedError = try #require(await expectFeedError { try await third.value })
                 let thirdCursor = try #require(second.olderCursor)
                 let pooledError = try #require(await expectFeedError { try await source.fetchOlder(cursor: thirdCursor) })

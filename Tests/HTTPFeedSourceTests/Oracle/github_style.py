@@ -13,7 +13,8 @@ modified = [time.time()]
 requests = []       # what each origin received
 redirects = {}      # (origin, path) -> (status, location, keep_query)
 closing = [False]   # whether feed answers end their connection (Connection: close)
-corrupt = {}        # page number -> seconds to wait before answering it with a body that says gzip and is not
+corrupt = {}        # page number -> answered, once released, with a body that says gzip and is not
+released = threading.Event()
 
 def add(ids):
     with lock:
@@ -104,9 +105,9 @@ class Handler(BaseHTTPRequestHandler):
             except (TypeError, ValueError):
                 pass
         with lock:
-            delay = corrupt.get(page)
-        if delay is not None:
-            time.sleep(delay)
+            bad = page in corrupt
+        if bad:
+            released.wait(60)
             headers.append(("Content-Encoding", "gzip"))
             body = b"\x1f\x8b\x08\x00" + b"this is not a gzip stream" * 8
         self.send(200, body, headers)
@@ -129,7 +130,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, body, [("Content-Type", "application/json")])
         if path == "/admin/corrupt":
             with lock:
-                corrupt[int(query["page"])] = float(query.get("delay", "0"))
+                corrupt[int(query["page"])] = True
+            released.clear()
+            return self.send(200, b"{}")
+        if path == "/admin/release":
+            released.set()
             return self.send(200, b"{}")
         if path == "/admin/closing":
             closing[0] = query.get("on") == "1"
