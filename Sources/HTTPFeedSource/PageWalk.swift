@@ -319,12 +319,13 @@ final class WalkState {
     }
 
     private func sendNext() {
+        guard current == nil, !connecting else { return }
         if let early = writtenEarly {
+            // On the connection already: it only becomes the one whose answer comes next.
             writtenEarly = nil
             current = early
             return
         }
-        guard current == nil, !connecting else { return }
         guard let channel else {
             if !queue.isEmpty { connect() }
             return

@@ -72,14 +72,11 @@ struct PageWalkTests {
                 let first = try await source.fetchInitial()
                 let second = try await walked(source, first.olderCursor)
                 let third = Task { try await walked(source, second.olderCursor) }
-                let deadline = ContinuousClock.now + TestSupport.hangGuard
-                while try await !server.received().contains(where: { $0.path.hasSuffix("&page=3") }), ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(5))
+                try await waitUntil("the server holds the third page") {
+                    try await server.received().contains { $0.path.hasSuffix("&page=3") }
                 }
                 let fourthTask = Task { try await walked(source, server.url(query: "per_page=5&page=4").absoluteString) }
-                while await source.walkRequestsWaiting() == 0, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(5))
-                }
+                try await waitUntil("the fourth page waits on the walk's connection") { await source.walkRequestsWaiting() > 0 }
                 try await server.release()
                 let fourth = try await fourthTask.value
                 let walkedError = try #require(await expectFeedError { try await third.value })

@@ -13,7 +13,7 @@ modified = [time.time()]
 requests = []       # what each origin received
 redirects = {}      # (origin, path) -> (status, location, keep_query)
 closing = [False]   # whether feed answers end their connection (Connection: close)
-corrupt = {}        # page number -> answered, once released, with a body that says gzip and is not
+corrupt = set()     # pages answered, once released, with a body that says gzip and is not
 released = threading.Event()
 
 def add(ids):
@@ -130,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, body, [("Content-Type", "application/json")])
         if path == "/admin/corrupt":
             with lock:
-                corrupt[int(query["page"])] = True
+                corrupt.add(int(query["page"]))
             released.clear()
             return self.send(200, b"{}")
         if path == "/admin/release":
