@@ -43,7 +43,6 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
-        .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.1.1"),
     ],
     targets: [
         // MARK: C shim
@@ -289,19 +288,18 @@ let package = Package(
             name: "ReachabilityTests",
             dependencies: ["Reachability", "NetlinkMonitor", "NameResolution", "ConnectivityPolicy", "TestSupport"]
         ),
-        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport", .product(name: "Clocks", package: "swift-clocks")]),
+        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport"]),
         .testTarget(
             name: "NetlinkMonitorTests",
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "TestSupport",
-                .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "SyncCoreTests",
-            dependencies: ["SyncCore", .product(name: "Clocks", package: "swift-clocks")]
+            dependencies: ["SyncCore"]
         ),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "SyncCore", "TestSupport", "CScheduling", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Writes pages to a store and can stop inside a commit, so SyncStoreTests can SIGKILL it there.
@@ -310,7 +308,6 @@ let package = Package(
             name: "SyncCoordinatorTests",
             dependencies: [
                 "SyncCoordinator", "SyncCore", "ConnectivityPolicy", "SyncStore", "TestSupport",
-                .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
@@ -330,7 +327,7 @@ let package = Package(
         .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
         .testTarget(
             name: "SyncdTests",
-            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", "NetlinkProbe", .product(name: "Clocks", package: "swift-clocks")]
+            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", "NetlinkProbe"]
         ),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.

@@ -1,10 +1,10 @@
-import Clocks
 import ConnectivityPolicy
 import NetlinkMonitor
 import Testing
+import TestSupport
 
 /// The settle driver on a test clock: no kernel, no real time.
-@Suite struct ConnectivityMonitorTests {
+@Suite(.timeLimit(.minutes(1))) struct ConnectivityMonitorTests {
     let online = NetworkSnapshot(
         links: [LinkInfo(index: 2, name: "eth0", flags: [.up, .running, .lowerUp], operState: .up)],
         addresses: [AddressInfo(linkIndex: 2, address: IPAddress("192.0.2.10")!, prefixLength: 24, scope: .universe, flags: [])],
@@ -15,7 +15,7 @@ import Testing
     }
 
     @Test func offlineAtOnceOnlineAfterSettleAndOnlyOnce() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let (snapshots, feed) = AsyncStream<NetworkSnapshot>.makeStream()
         var verdicts = ConnectivityMonitor.verdicts(from: snapshots, settle: .seconds(2), clock: clock).makeAsyncIterator()
 
@@ -32,13 +32,12 @@ import Testing
         }
         feed.yield(online)
         let start = clock.now
-        // Time moves on in small steps until the settled online arrives; however the tasks
-        // interleave, it cannot arrive before a full settle period after the last online.
+        // Time moves on in small steps, and only while a settle timer sleeps, until the settled
+        // online arrives; however the tasks interleave, it cannot arrive before a full settle
+        // period after the last online. (A cancelled advancer ends the iteration below too: the
+        // suite's time limit cancels a test that waits for good.)
         let advancer = Task {
-            for _ in 0..<200 {
-                await clock.advance(by: .milliseconds(100))
-                try? await Task.sleep(for: .milliseconds(2))
-            }
+            try? await clock.advance(by: .milliseconds(100), eachTimeAsleepUntil: "the test has its verdict") { false }
         }
         let next = await verdicts.next()
         let elapsed = start.duration(to: clock.now)

@@ -1,4 +1,3 @@
-import Clocks
 import ConnectivityPolicy
 import Foundation
 import NetlinkMonitor
@@ -9,7 +8,7 @@ import TestSupport
 /// stream must go offline exactly once per burst, resume (publish online) exactly once per quiet
 /// period, never during a burst, and end in the kernel's verdict.
 ///
-/// The settle timer runs on a `TestClock` that only moves when the test says a quiet period has
+/// The settle timer runs on a `ManualClock` that only moves when the test says a quiet period has
 /// passed, so "faster than settle" holds by construction and no assertion depends on how fast
 /// this machine is. The kernel side is real: a veth pair whose client sees every flap.
 ///
@@ -37,7 +36,7 @@ struct FlappingTests {
     func oneResumePerSettledPeriod(side: Side) async throws {
         try Privileges.requireRoot()
         let h = try await ResilienceHarness()
-        let clock = TestClock()
+        let clock = ManualClock()
         let log = VerdictLog()
         // The daemon's own path: the monitor's thread evaluates every snapshot it publishes, so a
         // verdict is decided before the next snapshot is (a snapshot stream keeps only the newest).
@@ -106,15 +105,11 @@ struct FlappingTests {
             #expect(wentOffline == kernelLost, "burst \(burst): kernel announced a loss: \(kernelLost), offline published: \(wentOffline)")
 
             // The quiet period: the pending online comes out once the settle period has passed.
-            // Advance past it repeatedly (bounded, real time) in case the timer's task started
-            // after an advance.
+            // The clock moves once the settle timer is asleep, so it cannot start after the advance.
             let onlineBefore = log.all.filter(\.isOnline).count
             if wentOffline {
-                let deadline = ContinuousClock.now + hangGuard
-                while log.all.filter(\.isOnline).count == onlineBefore, ContinuousClock.now < deadline {
-                    await clock.advance(by: Self.settle + .nanoseconds(1))
-                    try? await waitForVerdicts(log, timeout: .milliseconds(100)) { $0.filter(\.isOnline).count > onlineBefore }
-                }
+                try await clock.advance(by: Self.settle, waking: "burst \(burst)'s settle timer")
+                try await waitForVerdicts(log) { $0.filter(\.isOnline).count > onlineBefore }
             }
             let resumed = log.all.filter(\.isOnline).count - onlineBefore
             #expect(resumed == (wentOffline ? 1 : 0), "burst \(burst): \(resumed) resumes after the quiet period, verdicts \(Array(log.all.dropFirst(before)))")
@@ -145,19 +140,20 @@ struct FlappingTests {
             let events = Array(announced.all.dropFirst(count))
             if let last = events.last, Self.hasCarrierFlags(last.flags) { return events }
             if events.isEmpty, ContinuousClock.now > start + .seconds(2) { return events }
-            guard ContinuousClock.now < start + hangGuard else { throw TimedOut() }
+            guard ContinuousClock.now < start + hangGuard else { throw WaitTimedOut(description: "timed out after \(hangGuard) waiting for the kernel's announcements of a burst to end with the carrier back") }
             try await Task.sleep(for: .milliseconds(2))
         }
     }
 
     /// Waits (bounded, real time) until the recorded verdicts satisfy `condition`.
-    private func waitForVerdicts(_ log: VerdictLog, timeout: Duration = hangGuard, _ condition: ([Verdict]) -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition(log.all) {
-            guard ContinuousClock.now < deadline else { throw TimedOut() }
-            try await Task.sleep(for: .milliseconds(2))
+    private func waitForVerdicts(
+        _ log: VerdictLog, timeout: Duration = hangGuard, sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: ([Verdict]) -> Bool
+    ) async throws {
+        do {
+            try await waitUntil("the verdicts awaited at \(sourceLocation)", timeout: timeout, interval: .milliseconds(2)) { condition(log.all) }
+        } catch let error as WaitTimedOut {
+            throw WaitTimedOut(description: "\(error.description); verdicts so far: \(log.all)")
         }
     }
-
-    struct TimedOut: Error {}
 }

@@ -1,4 +1,3 @@
-import Clocks
 import ConnectivityPolicy
 import Foundation
 import SyncCore
@@ -7,10 +6,11 @@ import SyncStore
 import TestSupport
 import Testing
 
-/// The coordinator with a TestClock: no test sleeps on real time; every wait is for an event.
+/// The coordinator on a ``ManualClock``: no test sleeps on real time; every wait is for an event,
+/// and every advance that means to wake (or approach) a timer first waits until it is asleep.
 @Suite(.timeLimit(.minutes(1)))
 struct FeedCoordinatorTests {
-    let clock = TestClock<Duration>()
+    let clock = ManualClock()
     let store = InMemoryFeedStore()
 
     func coordinator(
@@ -18,7 +18,7 @@ struct FeedCoordinatorTests {
         _ configuration: SyncConfiguration = .init(reconnectSpread: .zero),
         random: any RandomSource = ConstantRandomSource(1),
         store: (any FeedStore)? = nil
-    ) async throws -> FeedCoordinator<TestClock<Duration>> {
+    ) async throws -> FeedCoordinator<ManualClock> {
         try await FeedCoordinator(feed: "home", source: source, store: store ?? self.store, configuration: configuration,
                                   clock: clock, random: random, wallOrigin: origin)
     }
@@ -27,10 +27,10 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source)
         await feed.start()
-        #expect(await source.call(0).direction == "initial")
+        #expect(try await source.call(0).direction == "initial")
         #expect(await feed.state.initial.load == .loading)
-        await source.respond(0, page(["3", "2", "1"], older: "1", newer: "3"))
-        let state = await feed.waitFor { $0.hasLoaded }
+        try await source.respond(0, page(["3", "2", "1"], older: "1", newer: "3"))
+        let state = try await feed.waitFor { $0.hasLoaded }
         #expect(state.itemCount == 3)
         #expect(state.lastSyncAt == origin)
         #expect(try await feed.items().map(\.id) == ["3", "2", "1"])
@@ -42,41 +42,38 @@ struct FeedCoordinatorTests {
         let policy = RetryPolicy(base: .seconds(1), multiplier: 2, cap: .seconds(4))
         let feed = try await coordinator(source, .init(retry: policy, reconnectSpread: .zero))
         await feed.start()
-        _ = await source.call(0)
-        await source.fail(0, transient)
-        var state = await feed.waitFor { $0.initial.load.failure != nil }
+        _ = try await source.call(0)
+        try await source.fail(0, transient)
+        var state = try await feed.waitFor { $0.initial.load.failure != nil }
         #expect(state.initial.load.failure == LoadFailure(error: transient, attempt: 1, nextRetryAt: origin.addingTimeInterval(1)))
         #expect(Presentation(state: state).main == .error(.init(message: "service unavailable", isPermanent: false, nextRetryAt: origin.addingTimeInterval(1), attempt: 1)))
 
-        await clock.advance(by: .milliseconds(999))
+        try await clock.advance(by: .milliseconds(999), before: "the first retry's timer")
         #expect(await source.callCount == 1, "not before the backoff delay")
-        // Each wait ends just past its deadline, not onto it: a timer whose task registers its
-        // sleep only after the clock reached the deadline exactly (a loaded machine) would wait
-        // for good on a TestClock.
-        await clock.advance(by: .milliseconds(2))
-        #expect(await source.call(1).direction == "initial")
+        try await clock.advance(by: .milliseconds(1), waking: "the first retry's timer")
+        #expect(try await source.call(1).direction == "initial")
 
         // 1 s, 2 s, 4 s, then the 4 s cap, each counted from the failure.
-        var elapsed: Duration = .milliseconds(1_001)
+        var elapsed: Duration = .seconds(1)
         for (index, delay) in [Duration.seconds(2), .seconds(4), .seconds(4)].enumerated() {
-            await source.fail(index + 1, transient)
-            state = await feed.waitFor { $0.initial.load.failure?.attempt == index + 2 }
+            try await source.fail(index + 1, transient)
+            state = try await feed.waitFor { $0.initial.load.failure?.attempt == index + 2 }
             let retryAt = try #require(state.initial.load.failure?.nextRetryAt)
             #expect(abs(retryAt.timeIntervalSince(origin.adding(elapsed + delay))) < 1e-6, "attempt \(index + 2)")
-            await clock.advance(by: delay + .milliseconds(1))
-            _ = await source.call(index + 2)
-            elapsed += delay + .milliseconds(1)
+            try await clock.advance(by: delay, waking: "retry \(index + 2)'s timer")
+            _ = try await source.call(index + 2)
+            elapsed += delay
         }
         // Retry-After is a floor above the cap.
-        await source.fail(4, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(30)))
-        state = await feed.waitFor { $0.initial.load.failure?.attempt == 5 }
+        try await source.fail(4, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(30)))
+        state = try await feed.waitFor { $0.initial.load.failure?.attempt == 5 }
         let retryAt = try #require(state.initial.load.failure?.nextRetryAt)
         #expect(abs(retryAt.timeIntervalSince(origin.adding(elapsed + .seconds(30)))) < 1e-6)
-        await clock.advance(by: .seconds(29))
+        try await clock.advance(by: .seconds(29), before: "the retry timer set by Retry-After")
         #expect(await source.callCount == 5)
-        await clock.advance(by: .milliseconds(1_001))
-        await source.respond(await source.call(5).id, page(["1"], older: nil, newer: "1"))
-        state = await feed.waitFor { $0.hasLoaded }
+        try await clock.advance(by: .seconds(1), waking: "the retry timer set by Retry-After")
+        try await source.respond(try await source.call(5).id, page(["1"], older: nil, newer: "1"))
+        state = try await feed.waitFor { $0.hasLoaded }
         #expect(state.initial.load == .loaded, "success resets")
     }
 
@@ -84,40 +81,41 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source)
         await feed.start()
-        _ = await source.call(0)
+        _ = try await source.call(0)
         await clock.advance(by: .seconds(5))
         await feed.connectivityChanged(noCarrier)
-        await source.waitUntilCancelled(0)
+        try await source.waitUntilCancelled(0)
         let state = await feed.state
         #expect(state.initial == DirectionState(load: .idle, paused: true))
         #expect(state.offline == OfflineBanner(since: origin.addingTimeInterval(5), code: "no-carrier", reason: "no carrier"))
         #expect(Presentation(state: state).main == .skeleton(rows: 8))
         await feed.refresh()
         await feed.retry()
+        #expect(clock.sleepers.isEmpty, "no timer runs while offline")
         await clock.advance(by: .seconds(3600))
         #expect(await source.callCount == 1, "nothing is sent while offline")
 
         await feed.connectivityChanged(online)
-        #expect(await source.call(1).direction == "initial")
+        #expect(try await source.call(1).direction == "initial")
         #expect(await feed.state.offline == nil)
-        await source.respond(1, page(["1"], older: nil, newer: "1"))
-        await feed.waitFor { $0.hasLoaded }
+        try await source.respond(1, page(["1"], older: nil, newer: "1"))
+        try await feed.waitFor { $0.hasLoaded }
     }
 
     @Test func aLateAnswerToACancelledRequestIsNeverCommitted() async throws {
         let source = ScriptedSource(ignoresCancellation: true)
         let feed = try await coordinator(source)
         await feed.start()
-        _ = await source.call(0)
+        _ = try await source.call(0)
         await feed.connectivityChanged(noCarrier)
-        await source.waitUntilCancelled(0)
-        await source.respond(0, page(["late"], older: nil, newer: "late"))
+        try await source.waitUntilCancelled(0)
+        try await source.respond(0, page(["late"], older: nil, newer: "late"))
         try await waitUntil("the late answer was dropped") { await feed.droppedAnswers > 0 }
         #expect(try await store.load(feed: "home") == .fresh)
         #expect(await feed.state.hasLoaded == false)
         await feed.connectivityChanged(online)
-        await source.respond(await source.call(1).id, page(["fresh"], older: nil, newer: "fresh"))
-        await feed.waitFor { $0.hasLoaded }
+        try await source.respond(try await source.call(1).id, page(["fresh"], older: nil, newer: "fresh"))
+        try await feed.waitFor { $0.hasLoaded }
         #expect(try await feed.items().map(\.id) == ["fresh"])
     }
 
@@ -127,13 +125,13 @@ struct FeedCoordinatorTests {
         await feed.start()
         await feed.start()
         await feed.refresh()
-        await source.respond(await source.call(0).id, page(["5", "4"], older: "4", newer: "5"))
-        await feed.waitFor { $0.hasLoaded }
+        try await source.respond(try await source.call(0).id, page(["5", "4"], older: "4", newer: "5"))
+        try await feed.waitFor { $0.hasLoaded }
         for _ in 0..<5 {
             await feed.loadOlder()
             await feed.refresh()
         }
-        let older = await source.call(1), newer = await source.call(2)
+        let older = try await source.call(1), newer = try await source.call(2)
         #expect(Set([older.direction, newer.direction]) == ["older", "newer"])
         await Task.megaYield()
         #expect(await source.callCount == 3)
@@ -147,18 +145,18 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source)
         await feed.start()
-        await source.respond(0, page(["5", "4"], older: "4", newer: "5"))
-        await feed.waitFor { $0.hasLoaded }
+        try await source.respond(0, page(["5", "4"], older: "4", newer: "5"))
+        try await feed.waitFor { $0.hasLoaded }
         await feed.refresh()
-        #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "5"))
-        await source.respond(1, page(["7", "6"], older: "6", newer: "7"))
-        #expect(await source.call(2) == .init(id: 2, direction: "newer", cursor: "7"))
-        await source.respond(2, page([], older: nil, newer: nil))
-        await feed.waitFor { $0.newer.load == .loaded }
+        #expect(try await source.call(1) == .init(id: 1, direction: "newer", cursor: "5"))
+        try await source.respond(1, page(["7", "6"], older: "6", newer: "7"))
+        #expect(try await source.call(2) == .init(id: 2, direction: "newer", cursor: "7"))
+        try await source.respond(2, page([], older: nil, newer: nil))
+        try await feed.waitFor { $0.newer.load == .loaded }
         await feed.loadOlder()
-        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "4"))
-        await source.respond(3, page(["3"], older: nil, newer: "3"))
-        let state = await feed.waitFor { $0.endReached }
+        #expect(try await source.call(3) == .init(id: 3, direction: "older", cursor: "4"))
+        try await source.respond(3, page(["3"], older: nil, newer: "3"))
+        let state = try await feed.waitFor { $0.endReached }
         #expect(Presentation(state: state).olderFooter == .end)
         #expect(try await feed.items().map(\.id) == ["7", "6", "5", "4", "3"])
     }
@@ -167,32 +165,31 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source, .init(reconnectSpread: .seconds(10)), random: ConstantRandomSource(0.5))
         await feed.start()
-        await source.respond(0, page(["2", "1"], older: "1", newer: "2"))
-        await feed.waitFor { $0.hasLoaded }
+        try await source.respond(0, page(["2", "1"], older: "1", newer: "2"))
+        try await feed.waitFor { $0.hasLoaded }
         await feed.connectivityChanged(noCarrier)
         await feed.connectivityChanged(online)
-        await clock.advance(by: .seconds(4))
+        try await clock.advance(by: .seconds(4), before: "the reconnect timer")
         #expect(await source.callCount == 1, "spread by 10 s × 0.5")
-        // Just past the deadline, not onto it: a TestClock sleep that registers only after the
-        // clock reached its deadline exactly (a loaded machine) would wait for good.
-        await clock.advance(by: .milliseconds(1_001))
-        #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
+        try await clock.advance(by: .seconds(1), waking: "the reconnect timer")
+        #expect(try await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
     }
 
     @Test func offlineWhileARetryWaitsDoesNotSpendTheBudget() async throws {
         let source = ScriptedSource()
         let feed = try await coordinator(source, .init(retry: .init(base: .seconds(10), multiplier: 2, cap: .seconds(60)), reconnectSpread: .zero))
         await feed.start()
-        await source.fail(await source.call(0).id, transient)
-        await feed.waitFor { $0.initial.load.failure != nil }
+        try await source.fail(try await source.call(0).id, transient)
+        try await feed.waitFor { $0.initial.load.failure != nil }
         await feed.connectivityChanged(noCarrier)
         var state = await feed.state
         #expect(state.initial == DirectionState(load: .failed(LoadFailure(error: transient, attempt: 1, nextRetryAt: nil)), paused: true))
+        #expect(clock.sleepers.isEmpty, "the scheduled retry was cancelled")
         await clock.advance(by: .seconds(100))
         #expect(await source.callCount == 1, "the scheduled retry was cancelled")
         await feed.connectivityChanged(online)
-        await source.fail(await source.call(1).id, transient)
-        state = await feed.waitFor { $0.initial.load.failure?.attempt == 2 }
+        try await source.fail(try await source.call(1).id, transient)
+        state = try await feed.waitFor { $0.initial.load.failure?.attempt == 2 }
         #expect(state.initial.load.failure?.nextRetryAt == origin.addingTimeInterval(100 + 20), "attempt 2: 20 s")
     }
 
@@ -202,12 +199,12 @@ struct FeedCoordinatorTests {
         let (verdicts, continuation) = AsyncStream.makeStream(of: Verdict.self)
         await feed.follow(verdicts)
         continuation.yield(noCarrier)
-        let state = await feed.waitFor { $0.offline != nil }
+        let state = try await feed.waitFor { $0.offline != nil }
         #expect(state.offline?.code == "no-carrier")
         await feed.start()
         #expect(await feed.state.initial.paused)
         continuation.yield(online)
-        #expect(await source.call(0).direction == "initial")
+        #expect(try await source.call(0).direction == "initial")
         continuation.finish()
     }
 
@@ -215,15 +212,15 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source, .init(reconnectSpread: .zero, refreshInterval: .seconds(60)))
         await feed.start()
-        await source.respond(0, page(["2", "1"], older: "1", newer: "2"))
-        await feed.waitFor { $0.hasLoaded }
-        await clock.advance(by: .seconds(59))
+        try await source.respond(0, page(["2", "1"], older: "1", newer: "2"))
+        try await feed.waitFor { $0.hasLoaded }
+        try await clock.advance(by: .seconds(59), before: "the refresh timer")
         #expect(await source.callCount == 1)
-        await clock.advance(by: .seconds(1))
-        #expect(await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
-        await source.respond(1, page([], older: nil, newer: nil))
-        await clock.advance(by: .seconds(60))
-        #expect(await source.call(2).direction == "newer")
+        try await clock.advance(by: .seconds(1), waking: "the refresh timer")
+        #expect(try await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
+        try await source.respond(1, page([], older: nil, newer: nil))
+        try await clock.advance(by: .seconds(60), waking: "the next refresh's timer")
+        #expect(try await source.call(2).direction == "newer")
         await feed.stop()
     }
 
@@ -231,12 +228,12 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 5))
         await feed.start()
-        await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
-        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
-        await source.respond(1, page(["7", "6"], older: "6", newer: nil))
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
-        await source.respond(2, page(["5", "4"], older: "4", newer: nil))
-        let state = await feed.waitFor { $0.itemCount == 6 && $0.older.load == .loaded }
+        try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        try await source.respond(1, page(["7", "6"], older: "6", newer: nil))
+        #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
+        try await source.respond(2, page(["5", "4"], older: "4", newer: nil))
+        let state = try await feed.waitFor { $0.itemCount == 6 && $0.older.load == .loaded }
         #expect(!state.endReached)
         await Task.megaYield()
         #expect(await source.callCount == 3)
@@ -247,17 +244,17 @@ struct FeedCoordinatorTests {
         let store = GatedStore()
         let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
         await feed.start()
-        await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
-        await store.waitUntilHolding(commit: 1)
+        try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        try await store.waitUntilHolding(commit: 1)
         // The first page is still being committed, and its successor is already on its way.
-        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
-        await source.respond(1, page(["7", "6"], older: "6", newer: nil))
+        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        try await source.respond(1, page(["7", "6"], older: "6", newer: nil))
         await store.release()
-        await store.waitUntilHolding(commit: 2)
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
-        await source.respond(2, page(["5"], older: nil, newer: nil))
+        try await store.waitUntilHolding(commit: 2)
+        #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
+        try await source.respond(2, page(["5"], older: nil, newer: nil))
         await store.release()
-        await store.waitUntilHolding(commit: 3)
+        try await store.waitUntilHolding(commit: 3)
         await store.release()
         try await expectBackfillEnded(feed, holding: 5...9)
         await Task.megaYield()
@@ -276,9 +273,9 @@ struct FeedCoordinatorTests {
         #expect(await source.callCount == 5, "four pages ahead, no more")
         await store.release()
         // The first commit is done and the next page taken: room for one more.
-        await answerLastOlderPage(source, 5)
+        try await answerLastOlderPage(source, 5)
         for commit in 2...6 {
-            await store.waitUntilHolding(commit: commit)
+            try await store.waitUntilHolding(commit: commit)
             await store.release()
         }
         try await expectBackfillEnded(feed, holding: 10...20)
@@ -299,16 +296,16 @@ struct FeedCoordinatorTests {
         // loaded machine needs more than a few yields for the hops in between).
         // Required: with a page counted twice, the request the next lines answer never comes.
         try #require(await source.made(3, within: .seconds(10)), "the pages that arrived counted twice")
-        await source.respond(3, page(["14", "13"], older: "13", newer: nil))
-        await source.respond(4, page(["12", "11"], older: "11", newer: nil))
+        try await source.respond(3, page(["14", "13"], older: "13", newer: nil))
+        try await source.respond(4, page(["12", "11"], older: "11", newer: nil))
         await Task.megaYield()
         #expect(await source.callCount == 5, "the depth is reached: nothing beyond it")
         await store.release()
         for commit in 2...5 {
-            await store.waitUntilHolding(commit: commit)
+            try await store.waitUntilHolding(commit: commit)
             await store.release()
         }
-        let state = await feed.waitFor { $0.itemCount == 10 && $0.older.load == .loaded }
+        let state = try await feed.waitFor { $0.itemCount == 10 && $0.older.load == .loaded }
         #expect(!state.endReached)
         await Task.megaYield()
         #expect(await source.callCount == 5)
@@ -325,10 +322,10 @@ struct FeedCoordinatorTests {
         #expect(await source.callCount == 3, "44 bytes arrived against a budget of 40: no third page ahead")
         await store.release()
         // The commit takes the pages that arrived: the read-ahead goes on.
-        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
-        await source.respond(3, page(["14"], older: nil, newer: nil))
+        #expect(try await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        try await source.respond(3, page(["14"], older: nil, newer: nil))
         for commit in 2...4 {
-            await store.waitUntilHolding(commit: commit)
+            try await store.waitUntilHolding(commit: commit)
             await store.release()
         }
         try await expectBackfillEnded(feed, holding: 14...20)
@@ -340,23 +337,23 @@ struct FeedCoordinatorTests {
     /// asked for behind it, in order, at `cursors`: each the two items below its cursor.
     private func backfillHoldingItsFirstCommit(
         _ source: ScriptedSource, _ store: GatedStore, _ configuration: SyncConfiguration, answering cursors: [String]
-    ) async throws -> FeedCoordinator<TestClock<Duration>> {
+    ) async throws -> FeedCoordinator<ManualClock> {
         let feed = try await coordinator(source, configuration, store: store)
         await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await store.waitUntilHolding(commit: 1)
+        try await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        try await store.waitUntilHolding(commit: 1)
         for (offset, cursor) in cursors.enumerated() {
             let id = offset + 1
-            #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
+            #expect(try await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
             let older = String(Int(cursor)! - 2)
-            await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
+            try await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
         }
         await Task.megaYield()
         return feed
     }
 
     /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
-    private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<TestClock<Duration>> {
+    private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<ManualClock> {
         let feed = try await backfillHoldingItsFirstCommit(
             source, store, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), answering: ["19", "17", "15", "13"])
         await store.release()
@@ -367,22 +364,22 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1))
         await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "19"))
+        try await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "19"))
         // Request 1 is the machine's own; its successors are fetched ahead once it is in.
-        await source.respond(1, page(["18", "17"], older: "17", newer: nil))
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        try await source.respond(1, page(["18", "17"], older: "17", newer: nil))
+        #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
         // The headers of page 17 name 15: it is asked for while page 17's body is still coming,
         // and so is 13 once 15's headers are in.
-        await source.announce(2, older: "15")
-        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
-        await source.announce(3, older: "13")
-        #expect(await source.call(4) == .init(id: 4, direction: "older", cursor: "13"))
+        try await source.announce(2, older: "15")
+        #expect(try await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        try await source.announce(3, older: "13")
+        #expect(try await source.call(4) == .init(id: 4, direction: "older", cursor: "13"))
         for (id, items, older) in [(2, ["16", "15"], "15"), (3, ["14", "13"], "13")] {
-            await source.respond(id, page(items, older: older, newer: nil))
+            try await source.respond(id, page(items, older: older, newer: nil))
         }
-        await source.announce(4, older: nil)
-        await source.respond(4, page(["12"], older: nil, newer: nil))
+        try await source.announce(4, older: nil)
+        try await source.respond(4, page(["12"], older: nil, newer: nil))
         try await expectBackfillEnded(feed, holding: 12...20)
         await Task.megaYield()
         #expect(await source.callCount == 5, "nothing asked for past the end")
@@ -392,27 +389,23 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1))
         await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await source.respond(1, page(["18", "17"], older: "17", newer: nil))
+        try await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        try await source.respond(1, page(["18", "17"], older: "17", newer: nil))
         // Page 17's headers name 15, which is asked for at once and answered 429: wait 10 s.
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
-        await source.announce(2, older: "15")
-        #expect(await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
-        await source.fail(3, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(10)))
+        #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        try await source.announce(2, older: "15")
+        #expect(try await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        try await source.fail(3, FeedError(.httpStatus(429), "too many requests", retryAfter: .seconds(10)))
         // Then page 17's body turns out malformed: the backfill retries 17 after its backoff,
         // but not before the server's 10 s are up.
-        await source.fail(2, FeedError(.malformed, "truncated body"))
+        try await source.fail(2, FeedError(.malformed, "truncated body"))
         // The clock moves only once the failure is taken, so the retry's timer is armed before it.
-        let failed = await feed.waitFor { $0.older.load.failure != nil }
+        let failed = try await feed.waitFor { $0.older.load.failure != nil }
         #expect(failed.older.load.failure?.nextRetryAt == origin.addingTimeInterval(10))
-        for _ in 0..<9 {
-            await clock.advance(by: .seconds(1))
-            await Task.megaYield()
-        }
+        try await clock.advance(by: .seconds(9), before: "the older retry's timer")
         #expect(await source.callCount == 4, "no older request within the server's 10 s")
-        // Just past the 10 s (see failuresBackOffOnTheInjectedClock).
-        await clock.advance(by: .milliseconds(1_001))
-        #expect(await source.call(4) == .init(id: 4, direction: "older", cursor: "17"))
+        try await clock.advance(by: .seconds(1), waking: "the older retry's timer")
+        #expect(try await source.call(4) == .init(id: 4, direction: "older", cursor: "17"))
         _ = feed
     }
 
@@ -421,10 +414,10 @@ struct FeedCoordinatorTests {
         let store = GatedStore(groupsCommits: true)
         let feed = try await backfillBehindAHeldCommit(source, store)
         // The page at 19 and the three behind it, all arrived: one transaction.
-        await store.waitUntilHolding(commit: 2)
+        try await store.waitUntilHolding(commit: 2)
         #expect(await store.transactionSizes == [1, 4])
         // The read-ahead goes on while they commit.
-        await answerLastOlderPage(source, 5)
+        try await answerLastOlderPage(source, 5)
         await store.release()
         try await expectLastPageCommittedAlone(feed, source, store)
         #expect(await source.cancelled.isEmpty)
@@ -434,24 +427,24 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let store = GatedStore(groupsCommits: true)
         let feed = try await backfillBehindAHeldCommit(source, store)
-        await store.waitUntilHolding(commit: 2)
-        #expect(await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
+        try await store.waitUntilHolding(commit: 2)
+        #expect(try await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
         // Offline while the four pages commit: the page fetched behind them is cancelled, the
         // commit lands, and the machine, paused, has taken only the first of the four.
         await feed.connectivityChanged(noCarrier)
-        await source.waitUntilCancelled(5)
+        try await source.waitUntilCancelled(5)
         await store.release()
-        await feed.waitFor { $0.itemCount == 4 && $0.isOffline }
+        try await feed.waitFor { $0.itemCount == 4 && $0.isOffline }
         #expect(try await feed.items().map(\.id) == (11...20).reversed().map(String.init), "all four pages are stored")
         // Back online: the reconnect refresh, and the backfill, whose three pages committed ahead
         // are answered without a request: the next one it sends is for 11.
         await feed.connectivityChanged(online)
-        #expect(await source.call(6) == .init(id: 6, direction: "newer", cursor: "20"))
-        await source.respond(6, page([], older: nil, newer: nil))
-        await store.waitUntilHolding(commit: 3)
+        #expect(try await source.call(6) == .init(id: 6, direction: "newer", cursor: "20"))
+        try await source.respond(6, page([], older: nil, newer: nil))
+        try await store.waitUntilHolding(commit: 3)
         await store.release()
-        await answerLastOlderPage(source, 7)
-        await store.waitUntilHolding(commit: 4)
+        try await answerLastOlderPage(source, 7)
+        try await store.waitUntilHolding(commit: 4)
         await store.release()
         try await expectBackfillEnded(feed, holding: 10...20)
         #expect(await store.transactionSizes == [1, 4, 1, 1])
@@ -470,10 +463,10 @@ struct FeedCoordinatorTests {
             #expect(await store.commitsStarted == 1, "still gathering before page \(id)")
             try await answerOlder(source, id, cursor: cursor)
         }
-        await store.waitUntilHolding(commit: 2)
+        try await store.waitUntilHolding(commit: 2)
         #expect(await store.transactionSizes == [1, 4])
         await store.release()
-        await answerLastOlderPage(source, 5)
+        try await answerLastOlderPage(source, 5)
         try await expectLastPageCommittedAlone(feed, source, store)
     }
 
@@ -483,16 +476,15 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let store = GatedStore(groupsCommits: true)
         let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
-        await clock.advance(by: .milliseconds(19))
-        await Task.megaYield()
+        try await clock.advance(by: .milliseconds(19), before: "the commit delay's timer")
         #expect(await store.commitsStarted == 1, "the page waits for the one on its way")
-        await clock.advance(by: .milliseconds(1))
-        await store.waitUntilHolding(commit: 2)
+        try await clock.advance(by: .milliseconds(1), waking: "the commit delay's timer")
+        try await store.waitUntilHolding(commit: 2)
         #expect(await store.transactionSizes == [1, 1])
         await store.release()
         // The slow page comes and ends the feed; nothing waits behind it.
-        await source.respond(2, page(["16"], older: nil, newer: nil))
-        await store.waitUntilHolding(commit: 3)
+        try await source.respond(2, page(["16"], older: nil, newer: nil))
+        try await store.waitUntilHolding(commit: 3)
         await store.release()
         try await expectBackfillEnded(feed, holding: 16...20)
         #expect(await store.transactionSizes == [1, 1, 1])
@@ -504,7 +496,7 @@ struct FeedCoordinatorTests {
         let source = ScriptedSource()
         let store = GatedStore(groupsCommits: true)
         _ = try await backfillWaitingBehindItsFirstOlderPage(source, store)
-        await source.fail(2, FeedError(.httpStatus(503), "service unavailable"))
+        try await source.fail(2, FeedError(.httpStatus(503), "service unavailable"))
         // Bounded, so that a wait that does not end fails here instead of hanging the run.
         var yields = 0
         while await store.commitsStarted < 2, yields < 1_000 {
@@ -522,15 +514,15 @@ struct FeedCoordinatorTests {
         let store = GatedStore(groupsCommits: true)
         let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
         await feed.connectivityChanged(noCarrier)
-        await source.waitUntilCancelled(2)
-        await feed.waitFor { $0.isOffline }
+        try await source.waitUntilCancelled(2)
+        try await feed.waitFor { $0.isOffline }
         await Task.megaYield()
         #expect(await store.commitsStarted == 1)
         #expect(await feed.droppedAnswers == 1)
         #expect(try await feed.items().map(\.id) == ["20", "19"])
         await feed.connectivityChanged(online)
         // Back online: the page at 19 is asked for again, beside the reconnect refresh.
-        let again = [await source.call(3), await source.call(4)]
+        let again = [try await source.call(3), try await source.call(4)]
         #expect(again.contains { $0.direction == "older" && $0.cursor == "19" })
         #expect(again.contains { $0.direction == "newer" && $0.cursor == "20" })
     }
@@ -540,15 +532,15 @@ struct FeedCoordinatorTests {
     /// not answered.
     private func backfillWaitingBehindItsFirstOlderPage(
         _ source: ScriptedSource, _ store: GatedStore
-    ) async throws -> FeedCoordinator<TestClock<Duration>> {
+    ) async throws -> FeedCoordinator<ManualClock> {
         let configuration = SyncConfiguration(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 4, backfillCommitDelay: .milliseconds(20))
         let feed = try await coordinator(source, configuration, store: store)
         await feed.start()
-        await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
-        await store.waitUntilHolding(commit: 1)
+        try await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
+        try await store.waitUntilHolding(commit: 1)
         await store.release()
         try await answerOlder(source, 1, cursor: "19")
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
         await Task.megaYield()
         #expect(await store.commitsStarted == 1, "the page at 19 waits for the one behind it")
         return feed
@@ -557,10 +549,10 @@ struct FeedCoordinatorTests {
     /// Waits until the backfill reached the feed's end, then expects exactly the items `range`
     /// stored, newest first, and counted.
     private func expectBackfillEnded(
-        _ feed: FeedCoordinator<TestClock<Duration>>, holding range: ClosedRange<Int>,
+        _ feed: FeedCoordinator<ManualClock>, holding range: ClosedRange<Int>,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let state = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+        let state = try await feed.waitFor { $0.endReached && $0.older.load == .loaded }
         #expect(state.itemCount == range.count, sourceLocation: sourceLocation)
         #expect(try await feed.items().map(\.id) == range.reversed().map(String.init), sourceLocation: sourceLocation)
     }
@@ -568,10 +560,10 @@ struct FeedCoordinatorTests {
     /// After a group of four pages (page 5, the feed's last, answered): the last page commits
     /// alone, the backfill ends holding 10...20, and no request follows the sixth.
     private func expectLastPageCommittedAlone(
-        _ feed: FeedCoordinator<TestClock<Duration>>, _ source: ScriptedSource, _ store: GatedStore,
+        _ feed: FeedCoordinator<ManualClock>, _ source: ScriptedSource, _ store: GatedStore,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        await store.waitUntilHolding(commit: 3)
+        try await store.waitUntilHolding(commit: 3)
         await store.release()
         try await expectBackfillEnded(feed, holding: 10...20, sourceLocation: sourceLocation)
         #expect(await store.transactionSizes == [1, 4, 1], sourceLocation: sourceLocation)
@@ -581,15 +573,15 @@ struct FeedCoordinatorTests {
 
     /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
     /// Expects call `id` to ask for the older page at 11, and answers it with the feed's last item.
-    private func answerLastOlderPage(_ source: ScriptedSource, _ id: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        #expect(await source.call(id) == .init(id: id, direction: "older", cursor: "11"), sourceLocation: sourceLocation)
-        await source.respond(id, page(["10"], older: nil, newer: nil))
+    private func answerLastOlderPage(_ source: ScriptedSource, _ id: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        #expect(try await source.call(id) == .init(id: id, direction: "older", cursor: "11"), sourceLocation: sourceLocation)
+        try await source.respond(id, page(["10"], older: nil, newer: nil))
     }
 
     private func answerOlder(_ source: ScriptedSource, _ id: Int, cursor: String) async throws {
-        #expect(await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
+        #expect(try await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
         let top = try #require(Int(cursor)) - 1
-        await source.respond(id, page([String(top), String(top - 1)], older: String(top - 1), newer: nil))
+        try await source.respond(id, page([String(top), String(top - 1)], older: String(top - 1), newer: nil))
     }
 
     @Test func goingOfflineDuringACommitCancelsTheEarlyFetchAndNothingOfItIsStored() async throws {
@@ -597,15 +589,15 @@ struct FeedCoordinatorTests {
         let store = GatedStore()
         let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
         await feed.start()
-        await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
-        await store.waitUntilHolding(commit: 1)
-        #expect(await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        try await store.waitUntilHolding(commit: 1)
+        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
         await feed.connectivityChanged(noCarrier)
-        await source.waitUntilCancelled(1)
+        try await source.waitUntilCancelled(1)
         await store.release()
-        await feed.waitFor { $0.hasLoaded }
+        try await feed.waitFor { $0.hasLoaded }
         // The early answer arrives anyway (the source ignores cancellation): it is dropped.
-        await source.respond(1, page(["late"], older: nil, newer: nil))
+        try await source.respond(1, page(["late"], older: nil, newer: nil))
         await Task.megaYield()
         #expect(try await feed.items().map(\.id) == ["9", "8"])
         #expect(await store.commitsStarted == 1)
@@ -613,7 +605,7 @@ struct FeedCoordinatorTests {
         // Back online, the older page is asked for again, by a request of its own. The newer
         // refresh of every reconnect starts with it, and the two reach the source in either order.
         await feed.connectivityChanged(online)
-        let again = [await source.call(2), await source.call(3)]
+        let again = [try await source.call(2), try await source.call(3)]
         #expect(again.contains { $0.direction == "older" && $0.cursor == "8" })
         #expect(again.map(\.direction).sorted() == ["newer", "older"])
     }
@@ -626,11 +618,11 @@ struct FeedCoordinatorTests {
             let source = ScriptedSource()
             let feed = try await coordinator(source, store: store)
             await feed.start()
-            await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
-            await feed.waitFor { $0.hasLoaded }
+            try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+            try await feed.waitFor { $0.hasLoaded }
             await feed.loadOlder()
-            await source.respond(await source.call(1).id, page(["7", "6"], older: "6", newer: "7"))
-            await feed.waitFor { $0.itemCount == 4 }
+            try await source.respond(try await source.call(1).id, page(["7", "6"], older: "6", newer: "7"))
+            try await feed.waitFor { $0.itemCount == 4 }
             await feed.stop()
         }
         let store = try SQLiteFeedStore(path: path)
@@ -640,12 +632,12 @@ struct FeedCoordinatorTests {
         #expect(before.hasLoaded && before.itemCount == 4)
         #expect(Presentation(state: before).main == .content(itemCount: 4), "no skeleton after a restart")
         await feed.start()
-        #expect(await source.call(0) == .init(id: 0, direction: "newer", cursor: "9"), "no reload from the start")
-        await source.respond(0, page(["10"], older: "10", newer: "10"))
-        await source.respond(await source.call(1).id, page([], older: nil, newer: nil))
-        await feed.waitFor { $0.newer.load == .loaded }
+        #expect(try await source.call(0) == .init(id: 0, direction: "newer", cursor: "9"), "no reload from the start")
+        try await source.respond(0, page(["10"], older: "10", newer: "10"))
+        try await source.respond(try await source.call(1).id, page([], older: nil, newer: nil))
+        try await feed.waitFor { $0.newer.load == .loaded }
         await feed.loadOlder()
-        #expect(await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
+        #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "6"))
         #expect(try await feed.items().map(\.id) == ["10", "9", "8", "7", "6"])
     }
 }

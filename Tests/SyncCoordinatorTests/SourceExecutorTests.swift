@@ -1,4 +1,3 @@
-import Clocks
 import Foundation
 import NIOCore
 import NIOPosix
@@ -6,6 +5,7 @@ import SyncCore
 import SyncCoordinator
 import Synchronization
 import Testing
+import TestSupport
 
 /// A source that, like an HTTP source, reads its answers on an event loop and tells the older
 /// cursor there (``FeedSource/executor``). Pages come from a ``ScriptedSource``; what this one
@@ -62,20 +62,20 @@ private final class LoopSource: FeedSource {
 
 /// A coordinator of `source` (reading ahead, one page a commit), started, with the first page
 /// and the machine's own first older page answered: the page at 17 is fetched ahead next.
-private func backfillUnderway(_ source: LoopSource) async throws -> FeedCoordinator<TestClock<Duration>> {
+private func backfillUnderway(_ source: LoopSource) async throws -> FeedCoordinator<ManualClock> {
     let feed = try await FeedCoordinator(
         feed: "home", source: source, store: InMemoryFeedStore(),
         configuration: .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1),
-        clock: TestClock<Duration>(), random: ConstantRandomSource(1), wallOrigin: origin)
+        clock: ManualClock(), random: ConstantRandomSource(1), wallOrigin: origin)
     await feed.start()
-    await source.base.respond(0, page(["20", "19"], older: "19", newer: "20"))
-    await source.base.respond(1, page(["18", "17"], older: "17", newer: nil))
+    try await source.base.respond(0, page(["20", "19"], older: "19", newer: "20"))
+    try await source.base.respond(1, page(["18", "17"], older: "17", newer: nil))
     return feed
 }
 
 /// Waits until the backfill ended, then expects the items 12...20 stored, newest first.
-private func expectEndedHolding12To20(_ feed: FeedCoordinator<TestClock<Duration>>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-    let ended = await feed.waitFor { $0.endReached && $0.older.load == .loaded }
+private func expectEndedHolding12To20(_ feed: FeedCoordinator<ManualClock>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    let ended = try await feed.waitFor { $0.endReached && $0.older.load == .loaded }
     #expect(ended.itemCount == 9, sourceLocation: sourceLocation)
     #expect(try await feed.items().map(\.id) == (12...20).reversed().map(String.init), sourceLocation: sourceLocation)
 }
@@ -87,22 +87,22 @@ struct SourceExecutorTests {
         let scripted = ScriptedSource()
         let source = LoopSource(base: scripted, loop: group.next())
         let feed = try await backfillUnderway(source)
-        #expect(await scripted.call(2) == .init(id: 2, direction: "older", cursor: "17"))
+        #expect(try await scripted.call(2) == .init(id: 2, direction: "older", cursor: "17"))
         // Page 17's headers name 15: told on the loop, the coordinator (which runs there) has
         // started the request for 15 by the time the callback returns, with no hop between.
-        await scripted.announce(2, older: "15")
-        #expect(await scripted.call(3) == .init(id: 3, direction: "older", cursor: "15"))
+        try await scripted.announce(2, older: "15")
+        #expect(try await scripted.call(3) == .init(id: 3, direction: "older", cursor: "15"))
         let whenTold = try await waitForRecord(source, "15")
         #expect(whenTold.last == "15", "started when the callback returned: \(whenTold)")
 
-        await scripted.announce(3, older: "13")
-        #expect(await scripted.call(4) == .init(id: 4, direction: "older", cursor: "13"))
+        try await scripted.announce(3, older: "13")
+        #expect(try await scripted.call(4) == .init(id: 4, direction: "older", cursor: "13"))
         #expect(try await waitForRecord(source, "13").last == "13")
         for (id, items, older) in [(2, ["16", "15"], "15"), (3, ["14", "13"], "13")] {
-            await scripted.respond(id, page(items, older: older, newer: nil))
+            try await scripted.respond(id, page(items, older: older, newer: nil))
         }
-        await scripted.announce(4, older: nil)
-        await scripted.respond(4, page(["12"], older: nil, newer: nil))
+        try await scripted.announce(4, older: nil)
+        try await scripted.respond(4, page(["12"], older: nil, newer: nil))
         try await expectEndedHolding12To20(feed)
         await feed.stop()
         try await group.shutdownGracefully()
@@ -117,8 +117,8 @@ struct SourceExecutorTests {
         let source = LoopSource(base: scripted, loop: group.next(), knownAtOnce: ["17": "15", "15": "13", "13": String?.none])
         let feed = try await backfillUnderway(source)
         for (id, cursor, items, older) in [(2, "17", ["16", "15"], "15"), (3, "15", ["14", "13"], "13"), (4, "13", ["12"], nil)] {
-            #expect(await scripted.call(id) == .init(id: id, direction: "older", cursor: cursor))
-            await scripted.respond(id, page(items, older: older, newer: nil))
+            #expect(try await scripted.call(id) == .init(id: id, direction: "older", cursor: cursor))
+            try await scripted.respond(id, page(items, older: older, newer: nil))
         }
         try await expectEndedHolding12To20(feed)
         #expect(await scripted.callCount == 5, "each page asked for once")
@@ -134,7 +134,7 @@ struct SourceExecutorTests {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             let scripted = ScriptedSource()
             let feed = try await backfillUnderway(LoopSource(base: scripted, loop: group.next(), toldElsewhere: true))
-            await scripted.announce(2, older: "15")
+            try await scripted.announce(2, older: "15")
             // Not reached: the callback traps on its task's thread. The coordinator is used after
             // the wait, so it is not released before: a released one is told nothing.
             try await Task.sleep(for: .seconds(5))

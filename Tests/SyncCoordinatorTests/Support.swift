@@ -2,9 +2,14 @@ import ConnectivityPolicy
 import Foundation
 import SyncCore
 import SyncCoordinator
+import Testing
+import TestSupport
 
 /// A feed source the test answers by hand: every request waits until `respond` is called, and
 /// cancellation is recorded (and, unless `ignoresCancellation`, ends the request).
+///
+/// Every wait of the test's (for a request, for its cancellation) is bounded by real time and
+/// fails naming what it waited for.
 actor ScriptedSource: FeedSource {
     struct Call: Sendable, Hashable {
         var id: Int
@@ -17,8 +22,6 @@ actor ScriptedSource: FeedSource {
     private var waiting: [Int: CheckedContinuation<FeedPage, any Error>] = [:]
     private var answers: [Int: Result<FeedPage, any Error>] = [:]
     private var known: [Int: @Sendable (String?) -> Void] = [:]
-    private var callWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    private var cancelWaiters: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
     let ignoresCancellation: Bool
 
     init(ignoresCancellation: Bool = false) {
@@ -37,8 +40,6 @@ actor ScriptedSource: FeedSource {
     private func call(_ direction: String, _ cursor: String?) async throws -> FeedPage {
         let id = calls.count
         calls.append(Call(id: id, direction: direction, cursor: cursor))
-        for waiter in callWaiters where waiter.count <= calls.count { waiter.continuation.resume() }
-        callWaiters.removeAll { $0.count <= calls.count }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 if cancelled.contains(id) && !ignoresCancellation {
@@ -56,18 +57,14 @@ actor ScriptedSource: FeedSource {
 
     private func cancel(_ id: Int) {
         cancelled.insert(id)
-        for waiter in cancelWaiters where waiter.id == id { waiter.continuation.resume() }
-        cancelWaiters.removeAll { $0.id == id }
         if !ignoresCancellation, let continuation = waiting.removeValue(forKey: id) {
             continuation.resume(throwing: CancellationError())
         }
     }
 
     /// Waits for the `index`-th request (0-based) and returns it.
-    func call(_ index: Int) async -> Call {
-        if calls.count <= index {
-            await withCheckedContinuation { callWaiters.append((index + 1, $0)) }
-        }
+    func call(_ index: Int) async throws -> Call {
+        try await waitUntil("request #\(index) is made", interval: .milliseconds(1)) { calls.count > index }
         return calls[index]
     }
 
@@ -82,30 +79,29 @@ actor ScriptedSource: FeedSource {
     }
 
     /// Waits until request `id` has been cancelled.
-    func waitUntilCancelled(_ id: Int) async {
-        if cancelled.contains(id) { return }
-        await withCheckedContinuation { cancelWaiters.append((id, $0)) }
+    func waitUntilCancelled(_ id: Int) async throws {
+        try await waitUntil("request #\(id) is cancelled", interval: .milliseconds(1)) { cancelled.contains(id) }
     }
 
     /// Answers request `id` with a page, waiting for it to be made if need be.
-    func respond(_ id: Int, _ page: FeedPage) async {
-        await answer(id, .success(page))
+    func respond(_ id: Int, _ page: FeedPage) async throws {
+        try await answer(id, .success(page))
     }
 
     /// Tells older request `id`'s caller the page's older cursor, as a source does from the
     /// headers before the body has arrived.
-    func announce(_ id: Int, older: String?) async {
-        _ = await call(id)
+    func announce(_ id: Int, older: String?) async throws {
+        _ = try await call(id)
         known.removeValue(forKey: id)?(older)
     }
 
     /// Answers request `id` with an error, waiting for it to be made if need be.
-    func fail(_ id: Int, _ error: FeedError) async {
-        await answer(id, .failure(error))
+    func fail(_ id: Int, _ error: FeedError) async throws {
+        try await answer(id, .failure(error))
     }
 
-    private func answer(_ id: Int, _ result: Result<FeedPage, any Error>) async {
-        _ = await call(id)
+    private func answer(_ id: Int, _ result: Result<FeedPage, any Error>) async throws {
+        _ = try await call(id)
         if let continuation = waiting.removeValue(forKey: id) {
             continuation.resume(with: result)
         } else {
@@ -118,11 +114,20 @@ actor ScriptedSource: FeedSource {
 }
 
 extension FeedCoordinator {
-    /// Waits for the first state (current or later) that satisfies `predicate`.
+    /// Waits for the first state (current or later) that satisfies `predicate`; throws
+    /// ``WaitTimedOut``, naming the caller's line and the state last seen, after the hang guard.
     @discardableResult
-    func waitFor(_ predicate: @Sendable (FeedState) -> Bool) async -> FeedState {
-        for await state in states() where predicate(state) { return state }
-        return await self.state
+    func waitFor(
+        sourceLocation: SourceLocation = #_sourceLocation, _ predicate: @escaping @Sendable (FeedState) -> Bool
+    ) async throws -> FeedState {
+        do {
+            return try await withHangGuard("feed '\(feed)' to reach the state awaited at \(sourceLocation)") {
+                for await state in await self.states() where predicate(state) { return state }
+                throw CancellationError()
+            }
+        } catch let error as WaitTimedOut {
+            throw WaitTimedOut(description: "\(error.description); its state: \(await state)")
+        }
     }
 }
 
@@ -146,7 +151,6 @@ actor GatedStore: FeedStore {
     private let inner = InMemoryFeedStore()
     private let groupsCommits: Bool
     private var held: [CheckedContinuation<Void, Never>] = []
-    private var holdWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     private(set) var commitsStarted = 0
     /// Pages in each transaction, in order.
     private(set) var transactionSizes: [Int] = []
@@ -177,11 +181,7 @@ actor GatedStore: FeedStore {
     private func hold(pages: Int) async {
         commitsStarted += 1
         transactionSizes.append(pages)
-        await withCheckedContinuation { continuation in
-            held.append(continuation)
-            for waiter in holdWaiters where waiter.count <= commitsStarted { waiter.continuation.resume() }
-            holdWaiters.removeAll { $0.count <= commitsStarted }
-        }
+        await withCheckedContinuation { held.append($0) }
     }
 
     func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
@@ -189,9 +189,8 @@ actor GatedStore: FeedStore {
     }
 
     /// Waits until the `count`-th commit (1-based) is being held.
-    func waitUntilHolding(commit count: Int) async {
-        if commitsStarted >= count { return }
-        await withCheckedContinuation { holdWaiters.append((count, $0)) }
+    func waitUntilHolding(commit count: Int) async throws {
+        try await waitUntil("commit #\(count) is held", interval: .milliseconds(1)) { commitsStarted >= count }
     }
 
     /// Lets the oldest held commit go through.

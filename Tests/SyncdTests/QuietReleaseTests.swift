@@ -1,4 +1,3 @@
-import Clocks
 import Synchronization
 @testable import SyncDaemon
 import Testing
@@ -14,64 +13,84 @@ struct QuietReleaseTests {
         var value: Int { count.load(ordering: .relaxed) }
     }
 
-    /// Steps the clock 100 ms at a time (letting every task run between steps) until `condition` holds.
-    ///
-    /// The wall-clock deadline only guards against a hang: the full suite starts hundreds of tests
-    /// at once on two cores, and a step can wait seconds for a thread, so it is generous.
-    func advance(_ clock: TestClock<Duration>, until what: String, _ condition: @escaping () -> Bool) async throws {
-        try await waitUntil(what, timeout: .seconds(40)) {
-            await clock.advance(by: .milliseconds(100))
-            await Task.megaYield()
-            return condition()
+    /// The test's activity, counting how far the release has read it: once it asks for element
+    /// `n + 1`, it has counted the first `n` (the count and the signal come before the next ask).
+    struct CountedActivity: AsyncSequence, Sendable {
+        typealias Element = Int
+        typealias Failure = Never
+        let events: AsyncStream<Int>
+        let asks = Runs()
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            typealias Element = Int
+            typealias Failure = Never
+            var inner: AsyncStream<Int>.AsyncIterator
+            let asks: Runs
+            mutating func next() async -> Int? {
+                asks.add()
+                return await inner.next()
+            }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(inner: events.makeAsyncIterator(), asks: asks) }
+
+        /// Waits until the release has counted `count` events.
+        func waitUntilCounted(_ count: Int) async throws {
+            try await waitUntil("the release has counted \(count) events") { asks.value > count }
         }
     }
 
     @Test func runsOncePerBurstAfterTheQuietPeriod() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let runs = Runs()
-        let (activity, events) = AsyncStream.makeStream(of: Int.self)
+        let (stream, events) = AsyncStream.makeStream(of: Int.self)
+        let activity = CountedActivity(events: stream)
         let release = QuietRelease(quiet: .seconds(1), clock: clock) { runs.add() }
         let task = Task { await release.run(following: activity) }
         defer { task.cancel() }
 
-        // A burst: many events, one run once they stop.
+        // A burst: many events, one run once they stop. Time moves only once all are counted,
+        // and only while the quiet wait sleeps (it sleeps again if it began before the last one).
         for event in 0..<50 { events.yield(event) }
-        try await advance(clock, until: "the first burst is released") { runs.value == 1 }
+        try await activity.waitUntilCounted(50)
+        try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "the first burst is released") { runs.value == 1 }
 
-        // Quiet: nothing more runs however long nothing happens.
-        for _ in 0..<30 {
-            await clock.advance(by: .milliseconds(100))
-            await Task.megaYield()
-        }
+        // Quiet: nothing sleeps, and nothing more runs however long nothing happens.
+        try await waitUntil("the quiet wait has ended") { clock.sleepers.isEmpty }
+        await clock.advance(by: .seconds(3600))
+        await Task.megaYield()
         #expect(runs.value == 1)
 
         // The next burst, another run.
         events.yield(50)
-        try await advance(clock, until: "the second burst is released") { runs.value == 2 }
+        try await activity.waitUntilCounted(51)
+        try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "the second burst is released") { runs.value == 2 }
     }
 
     @Test func waitsWhileActivityGoesOn() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         let runs = Runs()
-        let (activity, events) = AsyncStream.makeStream(of: Int.self)
+        let (stream, events) = AsyncStream.makeStream(of: Int.self)
+        let activity = CountedActivity(events: stream)
         let release = QuietRelease(quiet: .seconds(1), clock: clock) { runs.add() }
         let task = Task { await release.run(following: activity) }
         defer { task.cancel() }
 
-        // An event every 200 ms for 4 s: never a second without one.
+        // An event every 200 ms for 4 s: never a second without one. Each step waits until the
+        // event is counted and the quiet wait sleeps past the step.
         for event in 0..<20 {
             events.yield(event)
-            await Task.megaYield()
+            try await activity.waitUntilCounted(event + 1)
+            try await waitUntil("the quiet wait sleeps") { !clock.sleepers.isEmpty }
             await clock.advance(by: .milliseconds(200))
-            await Task.megaYield()
         }
         #expect(runs.value == 0)
-        try await advance(clock, until: "released after the activity stops") { runs.value == 1 }
+        try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "released after the activity stops") { runs.value == 1 }
     }
 
     @Test func endsWithItsActivity() async {
         let (activity, events) = AsyncStream.makeStream(of: Int.self)
-        let release = QuietRelease(quiet: .seconds(1), clock: TestClock()) {}
+        let release = QuietRelease(quiet: .seconds(1), clock: ManualClock()) {}
         events.finish()
         // Returns, rather than waiting for a burst that can never come.
         await release.run(following: activity)
