@@ -27,23 +27,34 @@ public func onDedicatedThread<T: Sendable>(_ body: @escaping @Sendable () throws
     }
 }
 
+/// How long ``runCommand(_:input:allowFailure:timeout:)`` lets a program run before it kills it:
+/// the commands it runs (`ip`, `sysctl`, a short script) take well under a second, so a program
+/// still running after this is stuck, and the caller gets an error instead of a wait for good.
+public let commandTimeout: Duration = .seconds(120)
+
 /// Runs a program to completion on a thread of its own and returns its standard output.
 ///
 /// The form to use from async code; see ``onDedicatedThread(_:)``.
 @discardableResult
-public func runCommand(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) async throws -> String {
-    try await onDedicatedThread { try runCommand(arguments, input: input, allowFailure: allowFailure) }
+public func runCommand(
+    _ arguments: [String], input: String? = nil, allowFailure: Bool = false, timeout: Duration = commandTimeout
+) async throws -> String {
+    try await onDedicatedThread { try runCommand(arguments, input: input, allowFailure: allowFailure, timeout: timeout) }
 }
 
 /// Runs a program to completion, blocking the calling thread, and returns its standard output.
 ///
-/// `PATH` is searched for the program; standard error is captured for the error message.
+/// `PATH` is searched for the program; standard error is captured for the error message. The
+/// program runs in a process group of its own; if it has not exited after `timeout`, the group
+/// is killed (SIGKILL) and the call throws ``CommandFailed``, whatever `allowFailure` says.
 ///
 /// Spawned with posix_spawn and reaped with waitpid here, not with Foundation's `Process`: in a
 /// test process with many descriptors open and many children at once, `Process.run()` crashed
 /// copying its descriptor list and `waitUntilExit()` missed an exit (both seen in full runs).
 @discardableResult
-public func runCommand(_ arguments: [String], input: String? = nil, allowFailure: Bool = false) throws -> String {
+public func runCommand(
+    _ arguments: [String], input: String? = nil, allowFailure: Bool = false, timeout: Duration = commandTimeout
+) throws -> String {
     // Every pipe end is close-on-exec; dup2 gives the child its own copies as 0, 1 and 2.
     func makePipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]
@@ -63,8 +74,15 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
     closeInheritedDescriptors(&actions)
     let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
     defer { for arg in argv { free(arg) } }
+    // A group of its own, so a stuck program is killed with everything it started (a shell's
+    // children hold the output pipes too).
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+    posix_spawnattr_setpgroup(&attributes, 0)
     var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, nil, argv, environ)
+    let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, environ)
     for fd in [stdin.read, stdout.write, stderr.write] { close(fd) }
     guard spawned == 0 else {
         for fd in [stdin.write, stdout.read, stderr.read] { close(fd) }
@@ -90,10 +108,23 @@ public func runCommand(_ arguments: [String], input: String? = nil, allowFailure
     let errData = LockedData()
     let errThread = Thread { errData.set(readToEnd(stderr.read)) }
     errThread.start()
+    let exited = DispatchSemaphore(value: 0)
+    let killed = Atomic<Bool>(false)
+    let group = pid
+    let killer = Thread {
+        guard exited.wait(timeout: .now() + Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18) == .timedOut else { return }
+        killed.store(true, ordering: .relaxed)
+        kill(-group, SIGKILL)
+    }
+    killer.start()
     let outData = readToEnd(stdout.read)
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    exited.signal()
     while !errData.isSet { usleep(1000) }
+    if killed.load(ordering: .relaxed) {
+        throw CommandFailed(command: arguments, status: 128 + SIGKILL, stderr: "killed after \(timeout) without exiting; it wrote: \(String(decoding: errData.value, as: UTF8.self))")
+    }
     // WIFEXITED / WTERMSIG spelled out: the macros are not imported.
     let signal = status & 0x7f
     let exitCode = signal == 0 ? (status >> 8) & 0xff : 128 + signal

@@ -131,24 +131,23 @@ struct SourceExecutorTests {
     /// isolation: the process stops rather than run the coordinator on two threads at once.
     @Test func aCursorToldOffTheNamedExecutorStopsTheProcess() async {
         await #expect(processExitsWith: .signal(SIGILL)) {
+            // The parent waits for the child however long it takes: a child that never traps
+            // is ended by the alarm (SIGALRM, not SIGILL, so the test fails) instead of hanging.
+            alarm(120)
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             let scripted = ScriptedSource()
             let feed = try await backfillUnderway(LoopSource(base: scripted, loop: group.next(), toldElsewhere: true))
             try await scripted.announce(2, older: "15")
             // Not reached: the callback traps on its task's thread. The coordinator is used after
             // the wait, so it is not released before: a released one is told nothing.
-            try await Task.sleep(for: .seconds(5))
+            try await Task.sleep(for: .seconds(3600))
             await feed.stop()
         }
     }
 
     /// What the source recorded when `cursor` was told, once the loop has run the callback.
     private func waitForRecord(_ source: LoopSource, _ cursor: String) async throws -> [String] {
-        for _ in 0..<1_000 {
-            if let record = source.startedWhenTold.withLock({ $0[cursor] }) { return record }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        Issue.record("the callback for \(cursor) never ran")
-        return []
+        try await waitUntil("the callback for \(cursor) has run") { source.startedWhenTold.withLock { $0[cursor] } != nil }
+        return source.startedWhenTold.withLock { $0[cursor] } ?? []
     }
 }

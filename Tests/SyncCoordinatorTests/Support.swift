@@ -68,16 +68,6 @@ actor ScriptedSource: FeedSource {
         return calls[index]
     }
 
-    /// Whether the `index`-th request (0-based) is made within `limit` of real time: for a
-    /// request that a wrong count would never make, without waiting for the test's time limit.
-    func made(_ index: Int, within limit: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while calls.count <= index, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return calls.count > index
-    }
-
     /// Waits until request `id` has been cancelled.
     func waitUntilCancelled(_ id: Int) async throws {
         try await waitUntil("request #\(id) is cancelled", interval: .milliseconds(1)) { cancelled.contains(id) }
@@ -126,7 +116,7 @@ extension FeedCoordinator {
                 throw CancellationError()
             }
         } catch let error as WaitTimedOut {
-            throw WaitTimedOut(description: "\(error.description); its state: \(await state)")
+            throw WaitTimedOut(description: "\(error.description); its state: \(state)")
         }
     }
 }

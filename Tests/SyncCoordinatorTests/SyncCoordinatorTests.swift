@@ -88,10 +88,10 @@ struct SyncCoordinatorTests {
                                           clock: ManualClock(), random: SeededRandomSource(seed: 4), wallOrigin: origin)
         let source = ScriptedSource()
         try await coordinator.addFeed("a", source: source)
-        let running = Task { try await coordinator.run() }
+        let running = BoundedTask { try await coordinator.run() }
         #expect(try await source.call(0).direction == "initial", "run() started the feed")
         running.cancel()
-        try await running.value
+        try await running.value("run() after its cancellation")
         #expect(await coordinator.isStopped)
     }
 

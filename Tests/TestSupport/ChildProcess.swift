@@ -34,7 +34,7 @@ public final class ChildProcess: Sendable {
 
     /// Sends `signal` and waits (bounded) for the exit status; SIGKILL if it does not stop.
     @discardableResult
-    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async -> Int32 {
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = hangGuard) async -> Int32 {
         if let status = exitedStatus.withLock({ $0 }) { return status }
         if !hasExited { kill(process.processIdentifier, signal) }
         let deadline = ContinuousClock.now + timeout

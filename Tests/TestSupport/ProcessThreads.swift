@@ -14,7 +14,7 @@ public enum ProcessThreads {
     }
 
     /// Waits (bounded) until thread `tid` has ended; returns whether it did.
-    public static func waitUntilGone(_ tid: Int32, timeout: Duration = .seconds(5)) async throws -> Bool {
+    public static func waitUntilGone(_ tid: Int32, timeout: Duration = hangGuard) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         while name(of: tid) != nil {
             guard ContinuousClock.now < deadline else { return false }
