@@ -268,7 +268,7 @@ let package = Package(
         .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
         .testTarget(
             name: "EventLoopClockTests",
-            dependencies: ["EventLoopClock", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: ["EventLoopClock", "TestSupport", .product(name: "NIOPosix", package: "swift-nio")]
         ),
         .testTarget(
             name: "EventLoopExecutorTests",

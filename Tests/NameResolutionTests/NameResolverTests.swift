@@ -16,10 +16,11 @@ final class ScriptedLookup: Sendable {
     }
 }
 
-/// Collects a stream's elements so a test can wait for one.
+/// Collects a stream's elements so a test can wait for one, or for the stream's end.
 final class Collected: Sendable {
     final class Values: Sendable {
         let list = Mutex<[Resolution]>([])
+        let ended = Mutex(false)
         func withLock<T: Sendable>(_ body: (inout [Resolution]) -> T) -> T { list.withLock { body(&$0) } }
     }
     let values = Values()
@@ -27,8 +28,14 @@ final class Collected: Sendable {
 
     init(_ stream: AsyncStream<Resolution>) {
         let values = self.values
-        task = Task { for await value in stream { values.withLock { $0.append(value) } } }
+        task = Task {
+            for await value in stream { values.withLock { $0.append(value) } }
+            values.ended.withLock { $0 = true }
+        }
     }
+
+    /// Whether the stream has finished (every element it had is in ``values`` by then).
+    var ended: Bool { values.ended.withLock { $0 } }
 
     deinit { task.cancel() }
 
@@ -45,14 +52,25 @@ final class Collected: Sendable {
     }
 }
 
-/// Runs a resolver for the length of `body`, then cancels it and waits for it to end.
+/// Runs a resolver for the length of `body`, then cancels it and waits (bounded) for it to end.
 func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) async throws -> T {
     let running = Task { try await resolver.run() }
     defer { running.cancel() }
     let result = try await body()
     running.cancel()
-    _ = await running.result
+    _ = try await boundedValue(of: Task { await running.result }, "run() returns once cancelled")
     return result
+}
+
+
+/// The elements of `stream` until it finishes, waited for under the hang guard (the suite has no
+/// time limit, and a stream that never finished would hold the test for good).
+func elements(of stream: AsyncStream<Resolution>, _ what: String) async throws -> [Resolution] {
+    try await withHangGuard(what) {
+        var all: [Resolution] = []
+        for await value in stream { all.append(value) }
+        return all
+    }
 }
 
 @Suite(.serialized) struct NameResolverTests {
@@ -62,11 +80,10 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
         let lookup = ScriptedLookup()
         let resolver = NameResolver(lookup: { lookup($0) })
         try await withRunning(resolver) {
-            var first: Resolution?
-            for await value in resolver.resolutions(of: "[2001:db8::1]") { first = value }
-            #expect(first == .resolved([IPAddress("2001:db8::1")!]))
-            for await value in resolver.resolutions(of: "203.0.113.9") { first = value }
-            #expect(first == .resolved([IPAddress("203.0.113.9")!]))
+            let v6 = try await elements(of: resolver.resolutions(of: "[2001:db8::1]"), "the IPv6 literal's stream ends")
+            #expect(v6.last == .resolved([IPAddress("2001:db8::1")!]))
+            let v4 = try await elements(of: resolver.resolutions(of: "203.0.113.9"), "the IPv4 literal's stream ends")
+            #expect(v4.last == .resolved([IPAddress("203.0.113.9")!]))
         }
         #expect(lookup.calls.withLock { $0 } == 0)
     }
@@ -79,12 +96,14 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
             try await seen.wait("first answer") { $0 == [.resolved([a])] }
             // The same answer again is no change.
             resolver.reresolve()
-            let deadline = ContinuousClock.now + hangGuard
-            while lookup.calls.withLock({ $0 }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            try await waitUntil("the second lookup") { lookup.calls.withLock { $0 } >= 2 }
             #expect(seen.values.withLock { $0 }.count == 1)
             lookup.answer.withLock { $0 = .resolved([b, a]) }
             resolver.reresolve()
             try await seen.wait("moved") { $0.last == .resolved([b, a]) }
+            // The stream is in order, so a repeat of the first answer, however late it was
+            // collected, would stand before the move.
+            #expect(seen.values.withLock { $0 } == [.resolved([a]), .resolved([b, a])])
             let failure = ResolutionFailure(host: "feed.example", code: -2, message: "Name or service not known")
             lookup.answer.withLock { $0 = .failed(failure) }
             resolver.reresolve()
@@ -136,12 +155,17 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
     }
 
     @Test func theSystemResolver() async throws {
-        guard case .resolved(let local) = await NameResolver.resolve("localhost") else {
+        // getaddrinfo may ask the configured name servers, each with its own timeouts: a wider
+        // guard than for work on this machine alone.
+        let resolve = { (host: String) in
+            try await boundedValue(of: Task { await NameResolver.resolve(host) }, "getaddrinfo answers for \(host)", timeout: hangGuard * 4)
+        }
+        guard case .resolved(let local) = try await resolve("localhost") else {
             Issue.record("localhost did not resolve")
             return
         }
         #expect(local.contains { $0.isLoopback })
-        guard case .failed(let failure) = await NameResolver.resolve("no-such-host.invalid") else {
+        guard case .failed(let failure) = try await resolve("no-such-host.invalid") else {
             Issue.record(".invalid resolved")
             return
         }
@@ -151,17 +175,18 @@ func withRunning<T>(_ resolver: NameResolver, _ body: () async throws -> T) asyn
     @Test func cancellingRunEndsItsThreadAndItsStreams() async throws {
         let resolver = NameResolver(lookup: { _ in .resolved([IPAddress("192.0.2.1")!]) })
         let running = Task { try await resolver.run() }
-        let stream = resolver.resolutions(of: "feed.example")
-        var iterator = stream.makeAsyncIterator()
-        _ = await iterator.next()
+        defer { running.cancel() }
+        let seen = Collected(resolver.resolutions(of: "feed.example"))
+        try await seen.wait("first answer") { $0.count == 1 }
         guard let tid = resolver.threadID else {
             Issue.record("the resolver's thread did not say who it is")
             return
         }
         #expect(ProcessThreads.name(of: tid) == "syncd-resolver")
         running.cancel()
-        _ = await running.result
-        #expect(await iterator.next() == nil, "the stream ends with run()")
+        _ = try await boundedValue(of: Task { await running.result }, "run() returns once cancelled")
+        try await waitUntil("the stream ends with run()") { seen.ended }
+        #expect(seen.values.withLock { $0 }.count == 1, "nothing after the first answer: \(seen.values.withLock { $0 })")
         // The thread resumes run() as its last act; give it the moment to return.
         #expect(try await ProcessThreads.waitUntilGone(tid), "the resolver's thread is gone")
     }

@@ -8,11 +8,15 @@ import Testing
 
 /// The monitor's thread has one owner and ends on every path: stop, release, cancellation,
 /// graceful shutdown. Watches the caller's own namespace, so no root is needed.
+///
+/// What these tests wait for comes from the monitor's thread, and a regression here is a wait
+/// that never ends: `start()`, `stop()` and the tasks the tests make are awaited through
+/// ``boundedValue(of:_:timeout:)``, which the suite's time limit could not end.
 @Suite(.timeLimit(.minutes(1)))
 struct MonitorLifecycleTests {
     /// Starts a monitor and returns its thread's id, checked to carry the monitor's name.
     private func started(_ monitor: NetlinkMonitor) async throws -> Int32 {
-        try await monitor.start()
+        try await start(monitor)
         let tid = try #require(monitor.threadID)
         #expect(ProcessThreads.name(of: tid) == "syncd-netlink")
         return tid
@@ -33,7 +37,7 @@ struct MonitorLifecycleTests {
     @Test func stopEndsTheThreadAndAStoppedMonitorStartsAgain() async throws {
         let monitor = NetlinkMonitor()
         let first = try await started(monitor)
-        await monitor.stop()
+        try await stop(monitor)
         // stop() returns when the thread has done its last work; it exits right after.
         #expect(try await ProcessThreads.waitUntilGone(first), "stop() ended the thread")
         #expect(monitor.threadID == nil)
@@ -44,16 +48,16 @@ struct MonitorLifecycleTests {
         #expect(second != first)
         var snapshots = monitor.snapshots().makeAsyncIterator()
         #expect(await snapshots.next() != nil, "the restarted monitor publishes")
-        await monitor.stop()
-        await monitor.stop()  // twice is harmless
+        try await stop(monitor)
+        try await stop(monitor)  // twice is harmless
         #expect(try await ProcessThreads.waitUntilGone(second))
     }
 
     @Test func startingARunningMonitorSaysSo() async throws {
         let monitor = NetlinkMonitor()
         _ = try await started(monitor)
-        await #expect(throws: NetlinkError.self) { try await monitor.start() }
-        await monitor.stop()
+        await #expect(throws: NetlinkError.self) { try await start(monitor) }
+        try await stop(monitor)
     }
 
     @Test func runEndsOnCancellation() async throws {
@@ -62,7 +66,7 @@ struct MonitorLifecycleTests {
         try await waitUntil("the monitor runs") { monitor.threadID != nil }
         let tid = try #require(monitor.threadID)
         running.cancel()
-        try await running.value
+        try await boundedValue(of: running, "run() returns once cancelled")
         #expect(try await ProcessThreads.waitUntilGone(tid))
     }
 
@@ -73,14 +77,14 @@ struct MonitorLifecycleTests {
         try await waitUntil("the monitor runs") { monitor.threadID != nil }
         let tid = try #require(monitor.threadID)
         await group.triggerGracefulShutdown()
-        try await running.value
+        try await boundedValue(of: running, "the service group returns after a graceful shutdown")
         #expect(try await ProcessThreads.waitUntilGone(tid))
     }
 
     @Test func tasksPreferringTheExecutorRunOnTheMonitorsThreadAndComeBackToIt() async throws {
         let monitor = NetlinkMonitor()
         let tid = try await started(monitor)
-        let threads = await Task(executorPreference: monitor.taskExecutor) { () async -> [Int32?] in
+        let threads = try await boundedValue(of: Task(executorPreference: monitor.taskExecutor) { () async -> [Int32?] in
             let first = ProcessThreads.currentID
             // Resumed by a timer on another thread: that thread has to wake the monitor's.
             try? await Task.sleep(for: .milliseconds(20))
@@ -88,23 +92,23 @@ struct MonitorLifecycleTests {
             var snapshots = monitor.snapshots().makeAsyncIterator()
             _ = await snapshots.next()
             return [first, afterSleep, ProcessThreads.currentID]
-        }.value
+        }, "the task on the monitor's executor ends")
         #expect(threads == [tid, tid, tid])
 
         // A verdict consumer on the executor receives the first verdict on the monitor's thread.
-        let verdictThread = await Task(executorPreference: monitor.taskExecutor) { () async -> Int32? in
+        let verdictThread = try await boundedValue(of: Task(executorPreference: monitor.taskExecutor) { () async -> Int32? in
             for await _ in ConnectivityMonitor.verdicts(from: monitor, settle: .zero) {
                 return ProcessThreads.currentID
             }
             return nil
-        }.value
+        }, "the verdict consumer on the monitor's executor ends")
         #expect(verdictThread == tid)
-        await monitor.stop()
+        try await stop(monitor)
     }
 
     @Test func aStoppedMonitorsExecutorRunsTasksElsewhereAndNeverStrandsThem() async throws {
         let monitor = NetlinkMonitor()
-        let notStarted = await Task(executorPreference: monitor.taskExecutor) { ProcessThreads.currentID }.value
+        let notStarted = try await boundedValue(of: Task(executorPreference: monitor.taskExecutor) { ProcessThreads.currentID }, "a task on a monitor that never started ends")
         #expect(notStarted != nil, "a monitor that never started still runs its executor's tasks")
 
         let tid = try await started(monitor)
@@ -116,16 +120,26 @@ struct MonitorLifecycleTests {
             return [before, ProcessThreads.currentID]
         }
         try await waitUntil("the task waits at the gate") { gate.isWaiting }
-        await monitor.stop()
+        try await stop(monitor)
         #expect(try await ProcessThreads.waitUntilGone(tid))
         gate.open()
-        let threads = await waiting.value
+        let threads = try await boundedValue(of: waiting, "the task resumed after the monitor stopped ends")
         #expect(threads.first == tid)
         #expect(threads.last != tid && threads.last != nil, "resumed on another thread once the monitor's had ended")
 
         let restarted = try await started(monitor)
-        #expect(await Task(executorPreference: monitor.taskExecutor) { ProcessThreads.currentID }.value == restarted)
-        await monitor.stop()
+        #expect(try await boundedValue(of: Task(executorPreference: monitor.taskExecutor) { ProcessThreads.currentID }, "a task on the restarted monitor ends") == restarted)
+        try await stop(monitor)
+    }
+
+    /// Starts `monitor`, bounded.
+    private func start(_ monitor: NetlinkMonitor) async throws {
+        try await boundedValue(of: Task { try await monitor.start() }, "start() returns")
+    }
+
+    /// Stops `monitor`, bounded.
+    private func stop(_ monitor: NetlinkMonitor) async throws {
+        try await boundedValue(of: Task { await monitor.stop() }, "stop() returns")
     }
 }
 
@@ -135,7 +149,7 @@ extension MonitorLifecycleTests {
     /// and starts under them: every task finishes, so no job was lost or stranded.
     @Test func tasksHoppingOnAndOffWhileTheMonitorRestartsAllFinish() async throws {
         let monitor = NetlinkMonitor()
-        try await monitor.start()
+        try await start(monitor)
         let counter = HopCounter()
         let tasks = (0..<40).map { index in
             Task(executorPreference: monitor.taskExecutor) {
@@ -150,12 +164,12 @@ extension MonitorLifecycleTests {
         }
         for _ in 0..<5 {
             try await Task.sleep(for: .milliseconds(3))
-            await monitor.stop()
+            try await stop(monitor)
             try await Task.sleep(for: .milliseconds(2))
-            try await monitor.start()
+            try await start(monitor)
         }
-        for task in tasks { await task.value }
-        await monitor.stop()
+        try await boundedValue(of: Task { for task in tasks { await task.value } }, "every hopping task finishes")
+        try await stop(monitor)
         #expect(await counter.count == (0..<40).reduce(0) { total, index in total + (0..<25).filter { (index + $0) % 3 == 1 }.count })
     }
 }

@@ -28,9 +28,51 @@ public final class BoundedTask<Success: Sendable>: Sendable {
     /// The task's result, once it has ended; throws ``WaitTimedOut`` naming `what` when it has not
     /// ended within `timeout` of real time, or what the task threw.
     public func value(_ what: String, timeout: Duration = hangGuard) async throws -> Success {
-        try await waitUntil("\(what) has ended", timeout: timeout, interval: .milliseconds(5)) { ended.value }
-        return try await task.value
+        try await result(what, timeout: timeout).get()
     }
+
+    /// How the task ended, once it has; throws ``WaitTimedOut`` naming `what` when it has not
+    /// ended within `timeout` of real time (the task is then left running).
+    public func result(_ what: String, timeout: Duration = hangGuard) async throws -> Result<Success, any Error> {
+        try await waitUntil("\(what) has ended", timeout: timeout, interval: .milliseconds(5)) { ended.value }
+        return await task.result
+    }
+}
+
+/// How `task` ended, waited for at most `timeout` of real time; throws ``WaitTimedOut`` naming
+/// `what` after that.
+///
+/// For a task made elsewhere (a ``BoundedTask`` is simpler where the test makes it): awaiting
+/// it would ignore cancellation, so a watcher task awaits it instead and this call polls the
+/// watcher. The watcher of a task that never ends stays behind, as the task does.
+public func boundedResult<Success: Sendable, Failure: Error>(
+    of task: Task<Success, Failure>, _ what: String, timeout: Duration = hangGuard
+) async throws -> Result<Success, Failure> {
+    let outcome = Outcome<Result<Success, Failure>>()
+    Task { outcome.set(await task.result) }
+    try await waitUntil(what, timeout: timeout, interval: .milliseconds(5)) { outcome.value != nil }
+    return outcome.value!
+}
+
+/// What `task` returns or throws, waited for as ``boundedResult(of:_:timeout:)`` does.
+public func boundedValue<Success: Sendable>(
+    of task: Task<Success, any Error>, _ what: String, timeout: Duration = hangGuard
+) async throws -> Success {
+    try await boundedResult(of: task, what, timeout: timeout).get()
+}
+
+/// What `task` returns, waited for as ``boundedResult(of:_:timeout:)`` does.
+public func boundedValue<Success: Sendable>(
+    of task: Task<Success, Never>, _ what: String, timeout: Duration = hangGuard
+) async throws -> Success {
+    try await boundedResult(of: task, what, timeout: timeout).get()
+}
+
+/// A watched task's outcome, once it has one.
+private final class Outcome<Value: Sendable>: Sendable {
+    private let stored = Mutex<Value?>(nil)
+    var value: Value? { stored.withLock { $0 } }
+    func set(_ value: Value) { stored.withLock { $0 = value } }
 }
 
 /// Set once, read from any thread.
