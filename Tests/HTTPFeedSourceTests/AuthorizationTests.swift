@@ -3,6 +3,7 @@ import Foundation
 import HTTPFeedSource
 import SyncCore
 import Testing
+import TestSupport
 
 @Suite("Bearer token: sent where it belongs, never shown")
 struct AuthorizationTests {
@@ -72,8 +73,9 @@ struct AuthorizationTests {
                      "\(FeedAuthorization.bearer(token))"] {
             #expect(!text.contains(Self.token), "\(text)")
         }
-        // The query-string token is redacted in errors too (port 9 on loopback: nothing listens).
-        let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(2)))
+        // The query-string token is redacted in errors too (port 9 on loopback: nothing listens,
+        // so the connect is refused at once; the long timeout only keeps it the one outcome).
+        let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
         let source = try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
         let error = await expectFeedError { try await source.fetchInitial() }
         try await client.shutdown()

@@ -156,12 +156,12 @@ struct DemoFeedServerTests {
         let port = try await server.start()
         #expect(port > 0)
         let url = try #require(server.feedURL("home"))
-        let stalled = Task { try? await rawRequest(url + "?fault=stall") }
-        let stalledBody = Task { try? await rawRequest(url + "?fault=stall:body") }
+        let stalled = BoundedTask { try? await rawRequest(url + "?fault=stall") }
+        let stalledBody = BoundedTask { try? await rawRequest(url + "?fault=stall:body") }
         try await waitUntil("two requests stalled") { await server.stalledRequestCount() >= 2 }
         await server.stop()
-        _ = await stalled.value
-        _ = await stalledBody.value
+        _ = try await stalled.value("the stalled request ended")
+        _ = try await stalledBody.value("the request stalled in its body ended")
         await #expect(throws: (any Error).self) { try await rawRequest(url) }
         await server.stop()  // idempotent
     }

@@ -5,6 +5,7 @@ import SyncCoordinator
 import SyncCore
 import SyncStore
 import Testing
+import TestSupport
 
 /// The demo server's GitHub-style page mode, and syncd syncing from it.
 @Suite("Demo server: GitHub-style page mode")
@@ -35,7 +36,7 @@ struct DemoPageModeTests {
         try await withFeedServer(.init(feeds: [Self.feed])) { server, client in
             try await withStore { store in
                 let url = try #require(server.feedURL("issues")) + "?per_page=30"
-                let http = HTTPFeedConfiguration(url: try #require(URL(string: url)), requestTimeout: .seconds(5))
+                let http = HTTPFeedConfiguration(url: try #require(URL(string: url)), requestTimeout: hangGuard)
                 #expect(http.pagination == .page)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
                 let coordinator = SyncCoordinator(

@@ -2,6 +2,7 @@ import DemoFeedServer
 import Foundation
 import HTTPFeedSource
 import SyncCore
+import Synchronization
 import Testing
 import TestSupport
 
@@ -19,7 +20,8 @@ struct FaultInjectionTests {
                 $0.maxBodyBytes = maxBody
             }
             let error = await expectFeedError { try await source.fetchInitial() }
-            // The server is fine afterwards: the same source without the fault succeeds.
+            // The server is fine afterwards: the same source without the fault succeeds (within
+            // the hang guard, `source`'s default).
             let healthy = try server.source("home", client: client)
             #expect(try await healthy.fetchInitial().items.count == 20)
             return error
@@ -66,7 +68,7 @@ struct FaultInjectionTests {
     @Test("latency below the timeout is fine; above it, a timeout")
     func latency() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
-            let slow = try server.source("home", client: client, query: "fault=latency:100") { $0.requestTimeout = .seconds(10) }
+            let slow = try server.source("home", client: client, query: "fault=latency:100") { $0.requestTimeout = TestSupport.hangGuard }
             #expect(try await slow.fetchInitial().items.count == 20)
         }
         #expect(try await error(for: "latency:1500", timeout: .milliseconds(300))?.kind == .timeout)
@@ -130,11 +132,13 @@ struct FaultInjectionTests {
     @Test("cancellation stops a stalled request promptly with CancellationError")
     func cancellation() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 5)])) { server, client in
-            let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = .seconds(60) }
-            let task = Task { try await source.fetchInitial() }
+            // Cancelled, not timed out: its time is far beyond the wait for the stall below.
+            let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = .seconds(120) }
+            let task = BoundedTask { try await source.fetchInitial() }
             try await waitUntil("a request stalled") { await server.stalledRequestCount() > 0 }
             task.cancel()
-            await #expect(throws: CancellationError.self) { try await task.value }
+            let result = try await task.result("the cancelled request ended")
+            #expect(throws: CancellationError.self) { try result.get() }
         }
     }
 }
@@ -152,16 +156,21 @@ struct FaultDuringSyncTests {
     func scripted(fault spec: String) async throws {
         let fault = try Fault(spec: spec)
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 120)])) { server, client in
-            // Long enough that a healthy request on a loaded machine (tests run in parallel on
-            // two cores) never times out, which would add an error the test does not expect;
-            // stall faults need a timeout, and pay it once per direction.
-            var stalls = false
-            if case .stall = fault { stalls = true }
-            let source = try server.source("home", client: client, limit: 25) {
-                $0.requestTimeout = stalls ? .seconds(5) : .seconds(15)
-                $0.maxBodyBytes = 200_000
-            }
+            // Every request has the hang guard for its time (`source`'s default), so that a healthy
+            // request on a loaded machine (tests run in parallel on two cores) never times out,
+            // which would add an error the test does not expect.
+            let source = try server.source("home", client: client, limit: 25) { $0.maxBodyBytes = 200_000 }
             var driver = SyncDriver(source: source)
+            if case .stall = fault {
+                // A stall ends only with its request's time. The script stalls the first request
+                // in each direction, so those three alone get a short time; the retries keep the
+                // hang guard. (A stall that came elsewhere would still be one timeout, later.)
+                let short = try server.source("home", client: client, limit: 25) {
+                    $0.requestTimeout = .seconds(2)
+                    $0.maxBodyBytes = 200_000
+                }
+                driver = SyncDriver(source: FirstInEachDirection(first: short, rest: source))
+            }
             for kind in RequestKind.allCases {
                 try await server.scriptFault(.init(fault, count: 1, feed: "home", kind: kind))
             }
@@ -208,12 +217,10 @@ struct FaultDuringSyncTests {
             feeds: [.init(name: "home", initialCount: 2000, maxLimit: 100)], randomFaults: faults,
             latencyMilliseconds: 0...3, seed: 42)
         try await withFeedServer(configuration) { server, client in
-            // Stalls cost a timeout each; shorter would let a healthy request on a loaded
-            // machine time out too and count as a fault that never happened.
-            let source = try server.source("home", client: client, limit: 100) {
-                $0.requestTimeout = .seconds(5)
-                $0.maxBodyBytes = 200_000
-            }
+            // Each stall costs the hang guard (`source`'s default); anything shorter lets a
+            // healthy request on a loaded machine time out too and count as a fault that never
+            // happened. The seed makes the faults, and so the stalls, the same every run.
+            let source = try server.source("home", client: client, limit: 100) { $0.maxBodyBytes = 200_000 }
             var driver = SyncDriver(source: source)
             try await driver.initial()
             try await server.appendItems(feed: "home", count: 150)
@@ -227,4 +234,25 @@ struct FaultDuringSyncTests {
             #expect(!driver.errors.isEmpty)
         }
     }
+}
+
+/// Sends the first request in each direction (initial, older, newer) to `first`, and every other
+/// to `rest`: a faulted request and its retries through sources that differ in their settings.
+private final class FirstInEachDirection: FeedSource {
+    let first: any FeedSource
+    let rest: any FeedSource
+    private let sent = Mutex<Set<RequestKind>>([])
+
+    init(first: any FeedSource, rest: any FeedSource) {
+        self.first = first
+        self.rest = rest
+    }
+
+    private func source(_ kind: RequestKind) -> any FeedSource {
+        sent.withLock { $0.insert(kind).inserted } ? first : rest
+    }
+
+    func fetchInitial() async throws -> FeedPage { try await source(.initial).fetchInitial() }
+    func fetchOlder(cursor: String) async throws -> FeedPage { try await source(.older).fetchOlder(cursor: cursor) }
+    func fetchNewer(cursor: String) async throws -> FeedPage { try await source(.newer).fetchNewer(cursor: cursor) }
 }

@@ -52,7 +52,8 @@ final class GitHubStyleServer: Sendable {
         // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
         let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
         let process = try ChildProcess([python, script] + arguments, logPath: directory.file("server.log"))
-        let deadline = ContinuousClock.now + .seconds(30)
+        // Polled, not awaited: it also ends when the server exits without saying it is ready.
+        let deadline = ContinuousClock.now + hangGuard
         while ContinuousClock.now < deadline {
             if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{\"ports\"") }) {
                 struct Ready: Decodable { var ports: [Int] }
@@ -100,12 +101,31 @@ final class GitHubStyleServer: Sendable {
     }
 
     /// From now on, page `page` is answered with a body that says it is gzip and is not, once
-    /// ``release()`` is called (at most 60 s after it was asked for).
+    /// ``release()`` is called. (The server lets it go by itself only after ten minutes, a guard.)
     func corrupt(page: Int) async throws {
         try await admin("corrupt", ["page": "\(page)"])
     }
 
-    /// Lets the held answers of ``corrupt(page:)`` go.
+    /// Where ``hold(page:at:)`` holds an answer.
+    enum HoldPoint: String {
+        /// Before any byte of the response.
+        case response
+        /// After the headers, before the body (whose length the headers give).
+        case body
+    }
+
+    /// From now on, answers for page `page` wait at `point` until ``release(page:)`` or
+    /// ``release()`` is called. (The server lets them go by itself only after ten minutes, a guard.)
+    func hold(page: Int, at point: HoldPoint = .response) async throws {
+        try await admin("hold", ["page": "\(page)", "at": point.rawValue])
+    }
+
+    /// Lets the held answers for page `page` go, and those asked for later.
+    func release(page: Int) async throws {
+        try await admin("release", ["page": "\(page)"])
+    }
+
+    /// Lets every held answer go (those of ``corrupt(page:)`` too), and those asked for later.
     func release() async throws {
         try await admin("release", [:])
     }

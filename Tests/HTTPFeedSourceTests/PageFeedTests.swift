@@ -4,6 +4,7 @@ import SyncCoordinator
 import SyncCore
 import SyncStore
 import Testing
+import TestSupport
 
 /// Page-numbered feeds, synced by the coordinator into SQLite from the GitHub-style server of
 /// the tests (Python, no code shared with syncd). Each test ends with the store equal to the
@@ -24,7 +25,7 @@ struct PageFeedTests {
     ) async throws {
         try await withFeedClient { client in
             try await withStore { store in
-                let http = HTTPFeedConfiguration(url: server.url(query: "per_page=\(perPage)"), requestTimeout: .seconds(5), pagination: pagination)
+                let http = HTTPFeedConfiguration(url: server.url(query: "per_page=\(perPage)"), requestTimeout: hangGuard, pagination: pagination)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
                 let coordinator = SyncCoordinator(store: store, configuration: configuration, clock: ContinuousClock(), logger: quietLogger)
                 let feed = try await coordinator.addFeed("issues", source: source)
@@ -160,11 +161,11 @@ struct PageFeedTests {
     func detectedLate() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(5)
-            let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
+            let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
             defer { Task { try? await client.shutdown() } }
             try await withStore { store in
                 // No page parameter in the url: nothing says "page" until the server's links do.
-                let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: .seconds(5))
+                let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: hangGuard)
                 #expect(http.pagination == .automatic)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
                 let coordinator = SyncCoordinator(store: store, configuration: Self.configuration(), clock: ContinuousClock(), logger: quietLogger)
@@ -184,10 +185,10 @@ struct PageFeedTests {
     func detectedPagination() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(45)  // more than GitHub's default 30 per page, so page 1 has links
-            let client = HTTPFeedClient()
+            let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
             defer { Task { try? await client.shutdown() } }
             // No per_page in the URL: nothing in the configuration says "page".
-            let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: .seconds(5))
+            let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: hangGuard)
             #expect(http.pagination == .automatic)
             let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
             let first = try await source.fetchInitial()

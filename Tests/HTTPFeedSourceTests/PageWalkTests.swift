@@ -18,8 +18,10 @@ struct PageWalkTests {
         try await source.fetchOlder(cursor: try #require(cursor), olderCursorKnown: { _ in })
     }
 
-    private func githubSource(_ server: GitHubStyleServer, _ client: HTTPFeedClient, path: String = "/feed") throws -> HTTPFeedSource {
-        var configuration = HTTPFeedConfiguration(url: server.url(path, query: "per_page=5"), requestTimeout: TestSupport.hangGuard)
+    private func githubSource(
+        _ server: GitHubStyleServer, _ client: HTTPFeedClient, path: String = "/feed", requestTimeout: Duration = TestSupport.hangGuard
+    ) throws -> HTTPFeedSource {
+        var configuration = HTTPFeedConfiguration(url: server.url(path, query: "per_page=5"), requestTimeout: requestTimeout)
         configuration.authorization = .bearer(BearerToken("walk-token"))
         return try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
     }
@@ -68,18 +70,23 @@ struct PageWalkTests {
             // Held by the server until the fourth page waits behind it on the walk's connection.
             try await server.corrupt(page: 3)
             try await withFeedClient { client in
-                let source = try githubSource(server, client)
+                // The third page's time runs from when it goes out, and it is held through both
+                // waits below (each up to the hang guard): far more than the two.
+                let source = try githubSource(server, client, requestTimeout: .seconds(120))
                 let first = try await source.fetchInitial()
                 let second = try await walked(source, first.olderCursor)
-                let third = Task { try await walked(source, second.olderCursor) }
+                let secondCursor = try #require(second.olderCursor)
+                let third = BoundedTask { try await source.fetchOlder(cursor: secondCursor, olderCursorKnown: { _ in }) }
                 try await waitUntil("the server holds the third page") {
                     try await server.received().contains { $0.path.hasSuffix("&page=3") }
                 }
-                let fourthTask = Task { try await walked(source, server.url(query: "per_page=5&page=4").absoluteString) }
+                let fourthCursor = server.url(query: "per_page=5&page=4").absoluteString
+                let fourthTask = BoundedTask { try await source.fetchOlder(cursor: fourthCursor, olderCursorKnown: { _ in }) }
                 try await waitUntil("the fourth page waits on the walk's connection") { await source.walkRequestsWaiting() > 0 }
                 try await server.release()
-                let fourth = try await fourthTask.value
-                let walkedError = try #require(await expectFeedError { try await third.value })
+                let fourth = try await fourthTask.value("the fourth page")
+                let thirdResult = try await third.result("the third page's request ended")
+                let walkedError = try #require(await expectFeedError { try thirdResult.get() })
                 let thirdCursor = try #require(second.olderCursor)
                 let pooledError = try #require(await expectFeedError { try await source.fetchOlder(cursor: thirdCursor) })
                 #expect(walkedError.kind == pooledError.kind, "walked: \(walkedError), pooled: \(pooledError)")
@@ -99,26 +106,28 @@ struct PageWalkTests {
     @Test func theWalksConnectionClosesAfterTheIdleTimeoutAndOpensAgainWhenAsked() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(15)
-            // Three idle seconds: the task resumes after the response's end, when the connection's
-            // idle clock has started, and in a congested run that lag reached the second it had.
-            let client = HTTPFeedClient(options: .init(idleTimeout: .seconds(3)))
+            // Three idle seconds: room for the check that the connection is open after the page,
+            // which is skipped when the page itself took longer than that in a congested run.
+            let client = HTTPFeedClient(options: .init(connectTimeout: TestSupport.hangGuard, idleTimeout: .seconds(3)))
             do {
                 let source = try githubSource(server, client)
                 let first = try await source.fetchInitial()
+                // The connection's idle time runs from the response's end, which is after this
+                // instant: while less than the idle time has passed since, it is open.
+                let asked = ContinuousClock.now
                 let second = try await walked(source, first.olderCursor)
-                // The connection's idle time runs from about here, not from after the oracle's
-                // answer below, which a congested run can take more than a second to give.
-                let fetched = ContinuousClock.now
+                // The kernel's table at once, before the oracle's answer below (a round trip that
+                // a congested run can make take seconds).
+                let open = Set(try establishedLocalPorts(toPort: server.port))
+                let readAfter = ContinuousClock.now - asked
                 // The walk's own connection, seen by the server: the oracle's admin requests use another.
                 let walkPort = try #require(try await server.received().last?.peer)
-                let open = try establishedConnections(toPort: server.port, from: walkPort)
-                // Seen open well within its three seconds, unless this machine stalled that long.
-                if ContinuousClock.now - fetched < .milliseconds(800) { #expect(open == 1, "open after the page") }
-                let deadline = ContinuousClock.now + .seconds(10)
-                while try establishedConnections(toPort: server.port, from: walkPort) > 0, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(50))
+                // Checked only when the table was read within the idle time (2.5 s of its 3 s);
+                // in a congested run the page alone can take longer.
+                if readAfter < .milliseconds(2_500) { #expect(open.contains(walkPort), "open after the page (read \(readAfter) after asking)") }
+                try await waitUntil("the walk's connection closed after its idle time") {
+                    try establishedConnections(toPort: server.port, from: walkPort) == 0
                 }
-                #expect(try establishedConnections(toPort: server.port, from: walkPort) == 0, "the walk's connection closed after its idle time")
                 let third = try await walked(source, second.olderCursor)
                 #expect(third.items == Array(try await server.items()[10..<15]))
                 let received = try await server.received()
@@ -134,7 +143,8 @@ struct PageWalkTests {
     @Test func shuttingTheClientDownClosesTheWalksConnection() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, _ in
             let port = try #require(server.port)
-            let client = HTTPFeedClient()
+            // The default idle timeout, a minute: twice the wait for the close below.
+            let client = HTTPFeedClient(options: .init(connectTimeout: TestSupport.hangGuard))
             let source = try server.source("home", client: client)
             let cursor = source.configuration.url.absoluteString
             let before = Set(try establishedLocalPorts(toPort: port))
@@ -143,14 +153,10 @@ struct PageWalkTests {
             #expect(walks.count == 1, "the walk's connection, the pool's unused")
             try await client.shutdown()
             // In full test runs the kernel's table still showed the socket for ~20 ms after the
-            // close completed on the event loop: wait a little, far less than the idle timeout.
-            let deadline = ContinuousClock.now + .seconds(5)
-            var open = Set(try establishedLocalPorts(toPort: port))
-            while !open.isDisjoint(with: walks), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-                open = Set(try establishedLocalPorts(toPort: port))
+            // close completed on the event loop: wait for it, still well within the idle timeout.
+            try await waitUntil("the walk's connection closed by the shutdown, not by the idle timeout a minute later") {
+                Set(try establishedLocalPorts(toPort: port)).isDisjoint(with: walks)
             }
-            #expect(open.isDisjoint(with: walks), "closed by the shutdown, not by the idle timeout a minute later")
             // As the pool answers once shut down.
             let walked = try #require(await expectFeedError { try await source.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }) })
             let pooled = try #require(await expectFeedError { try await source.fetchInitial() })
@@ -245,7 +251,7 @@ struct PageWalkTests {
                     told.withLock { $0 = (older, loop.inEventLoop) }
                 }
                 // Through the pool, the loop may run the callback just after the page returns.
-                for _ in 0..<1_000 where told.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(5)) }
+                try await waitUntil("\(path): the older cursor told") { told.withLock { $0 != nil } }
                 let seen = try #require(told.withLock { $0 }, "\(path): told")
                 #expect(seen.cursor == page.olderCursor, "\(path)")
                 #expect(seen.onLoop, "\(path): told on the source's executor")
@@ -286,25 +292,50 @@ struct PageWalkTests {
 
     /// A page asked for while the one before it is still on the connection waits there, and its
     /// time starts when it goes out: a slow page before it costs it the wait, not its time.
+    ///
+    /// The oracle holds both pages until this test lets them go, so the times are set here, not
+    /// by sleeps on a congested machine. With the request timeout `T` = 2 × the hang guard and
+    /// `M` = the hang guard: the first page is asked at `asked`; the second is seen waiting
+    /// behind it at `queued` (it was asked before); the first is let go at `queued + M`, and the
+    /// second, which goes out only then, at `queued + T` and a little. So the second ends more
+    /// than `T` after it was asked, which only a wait that does not count against its time
+    /// survives (a deadline from the asking fires before the answer can come). Each page has about
+    /// a hang guard to spare for the delays this test does not set (the oracle's and the client's
+    /// reactions): the first `T - M - (queued - asked)`, the second `M`.
     @Test func aPageWaitingBehindASlowOneGetsItsFullTime() async throws {
-        try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
-            let source = try server.source("home", client: client) { $0.requestTimeout = .seconds(12) }
-            // The feed's URL with a fault, as a cursor for this source (one walk, one connection).
-            func slow(_ milliseconds: Int) throws -> String {
-                try server.source("home", client: client, query: "fault=latency:\(milliseconds)").configuration.url.absoluteString
+        let spare = TestSupport.hangGuard
+        let timeout = spare * 2
+        try await withGitHubStyleServer { server in
+            try await server.add(20)
+            try await server.hold(page: 2)
+            try await server.hold(page: 3)
+            try await withFeedClient { client in
+                let source = try githubSource(server, client, requestTimeout: timeout)
+                let cursors = (2...3).map { server.url(query: "per_page=5&page=\($0)").absoluteString }
+                let first = BoundedTask { try await source.fetchOlder(cursor: cursors[0], olderCursorKnown: { _ in }) }
+                try await waitUntil("the server holds the first page") {
+                    try await server.received().contains { $0.path.hasSuffix("&page=2") }
+                }
+                let second = BoundedTask { try await source.fetchOlder(cursor: cursors[1], olderCursorKnown: { _ in }) }
+                try await waitUntil("the second page waits on the walk's connection") { await source.walkRequestsWaiting() > 0 }
+                let queued = ContinuousClock.now
+                try await Task.sleep(until: queued + spare, clock: .continuous)
+                try await server.release(page: 2)
+                #expect(try await first.value("the first page").items.count == 5)
+                try await waitUntil("the server holds the second page") {
+                    try await server.received().contains { $0.path.hasSuffix("&page=3") }
+                }
+                try await Task.sleep(until: queued + timeout + .milliseconds(100), clock: .continuous)
+                #expect(!second.hasEnded, "the second page is held until now")
+                try await server.release(page: 3)
+                let page = try await second.value("the second page")
+                let took = ContinuousClock.now - queued
+                #expect(page.items == Array(try await server.items()[10..<15]))
+                #expect(took > timeout, "the second ended \(took) after it was seen waiting, later than it was asked: more than its \(timeout)")
+                let received = try await server.received()
+                #expect(received.map(\.path) == ["/feed?per_page=5&page=2", "/feed?per_page=5&page=3"], "each asked once")
+                #expect(Set(received.map(\.peer)).count == 1, "one walk, one connection: \(received.map(\.peer))")
             }
-            let started = ContinuousClock.now
-            let first = Task { try await source.fetchOlder(cursor: try slow(6_000), olderCursorKnown: { _ in }) }
-            while await server.requestCount(feed: "home") == 0, ContinuousClock.now - started < .seconds(10) {
-                try await Task.sleep(for: .milliseconds(5))
-            }
-            // Goes out when the first has ended, 6 s on, and takes 7.5 s more: 13.5 s after it was
-            // asked, but only 7.5 s of its 12 s. The 4.5 s to spare are for the full suite's
-            // congested first seconds, where 1.5 s were not enough.
-            let second = try await source.fetchOlder(cursor: try slow(7_500), olderCursorKnown: { _ in })
-            #expect(second.items.count == 20)
-            #expect(try await first.value.items.count == 20)
-            #expect(ContinuousClock.now - started >= .milliseconds(13_500), "the second waited for the first")
         }
     }
 
@@ -320,8 +351,11 @@ struct PageWalkTests {
             // The same source, so the same connection: the server resets it before answering, twice.
             let before = await server.requestCount(feed: "home")
             let error = try #require(await expectFeedError { try await healthy.fetchOlder(cursor: faulty, olderCursorKnown: { _ in }) })
-            #expect(error.kind == .transport)
-            #expect(await server.requestCount(feed: "home") - before == 2, "sent again once on a new connection")
+            let sent = await server.requestCount(feed: "home") - before
+            // The request and connect timeouts are the hang guard (the helpers' defaults): with
+            // 5 s, a loaded run's slow server reset lost the race to the client's deadline.
+            #expect(error.kind == .transport, "\(error); sent \(sent) times")
+            #expect(sent == 2, "sent again once on a new connection; \(error)")
             // A fresh connection's reset is an answer: not sent again.
             let fresh = await server.requestCount(feed: "home")
             _ = await expectFeedError { try await healthy.fetchOlder(cursor: faulty, olderCursorKnown: { _ in }) }
@@ -331,23 +365,21 @@ struct PageWalkTests {
 
     @Test func cancellingAWalkedRequestClosesItsConnection() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 50)])) { server, client in
-            let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = TestSupport.hangGuard }
+            // Cancelled, not timed out: its time is far beyond the wait for the stall below.
+            let source = try server.source("home", client: client, query: "fault=stall") { $0.requestTimeout = .seconds(120) }
             let port = try #require(server.port)
             let cursor = source.configuration.url.absoluteString
             let before = Set(try establishedLocalPorts(toPort: port))
-            let task = Task { try await source.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }) }
-            let deadline = ContinuousClock.now + .seconds(10)
-            while await server.stalledRequestCount() == 0, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let task = BoundedTask { try await source.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }) }
+            try await waitUntil("the request stalled at the server") { await server.stalledRequestCount() > 0 }
             let walks = Set(try establishedLocalPorts(toPort: port)).subtracting(before)
             #expect(walks.count == 1)
             task.cancel()
-            await #expect(throws: CancellationError.self) { try await task.value }
-            while !Set(try establishedLocalPorts(toPort: port)).isDisjoint(with: walks), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
+            let result = try await task.result("the cancelled request ended")
+            #expect(throws: CancellationError.self) { try result.get() }
+            try await waitUntil("the cancelled request's connection closed") {
+                Set(try establishedLocalPorts(toPort: port)).isDisjoint(with: walks)
             }
-            #expect(Set(try establishedLocalPorts(toPort: port)).isDisjoint(with: walks), "the cancelled request's connection closed")
         }
     }
 }

@@ -101,9 +101,9 @@ struct ConditionalRequestTests {
     func pageFeed() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(15)
-            let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
+            let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
             defer { Task { try? await client.shutdown() } }
-            let http = HTTPFeedConfiguration(url: server.url(query: "per_page=10"), requestTimeout: .seconds(5))
+            let http = HTTPFeedConfiguration(url: server.url(query: "per_page=10"), requestTimeout: hangGuard)
             let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
             var driver = SyncDriver(source: source)
             try await driver.initial()

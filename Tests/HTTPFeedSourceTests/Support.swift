@@ -3,13 +3,18 @@ import Foundation
 import HTTPFeedSource
 import Logging
 import SyncCore
+import Synchronization
 import Testing
+import TestSupport
 
 /// A logger that drops everything: the server's and client's info lines would bury test output.
 let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
 /// Runs `body` with a feed client that is shut down on every path (AsyncHTTPClient requires it).
-func withFeedClient<T: Sendable>(connectTimeout: Duration = .seconds(5), _ body: (HTTPFeedClient) async throws -> T) async throws -> T {
+///
+/// The connect timeout is the hang guard: on loopback a connect that should succeed is quick
+/// alone, but in a congested full run a short one can fire first (see `hangGuard`).
+func withFeedClient<T: Sendable>(connectTimeout: Duration = hangGuard, _ body: (HTTPFeedClient) async throws -> T) async throws -> T {
     let client = HTTPFeedClient(options: .init(connectTimeout: connectTimeout))
     do {
         let result = try await body(client)
@@ -22,10 +27,10 @@ func withFeedClient<T: Sendable>(connectTimeout: Duration = .seconds(5), _ body:
 }
 
 /// Starts a demo server on an ephemeral loopback port and a feed client, runs `body`, and stops
-/// both whatever happens.
+/// both whatever happens. The client's connect timeout is the hang guard, as in ``withFeedClient``.
 func withFeedServer<T: Sendable>(
     _ configuration: DemoFeedServer.Configuration,
-    clientOptions: HTTPFeedClient.Options = .init(connectTimeout: .seconds(5)),
+    clientOptions: HTTPFeedClient.Options = .init(connectTimeout: hangGuard),
     _ body: (DemoFeedServer, HTTPFeedClient) async throws -> T
 ) async throws -> T {
     var configuration = configuration
@@ -48,6 +53,11 @@ func withFeedServer<T: Sendable>(
 
 extension DemoFeedServer {
     /// A source for one of this server's feeds.
+    ///
+    /// Its request timeout is the hang guard: a request expected to succeed must not fail because
+    /// the in-process server, on the congested cooperative pool, answered late while the client's
+    /// deadline (on an event-loop thread) ran on time. A test that expects a timeout sets a short
+    /// one itself.
     func source(
         _ feed: String,
         client: HTTPFeedClient,
@@ -57,7 +67,7 @@ extension DemoFeedServer {
     ) throws -> HTTPFeedSource {
         var url = try #require(feedURL(feed, limit: limit))
         if let query { url += (url.contains("?") ? "&" : "?") + query }
-        var configuration = HTTPFeedConfiguration(url: try #require(URL(string: url)), requestTimeout: .seconds(5))
+        var configuration = HTTPFeedConfiguration(url: try #require(URL(string: url)), requestTimeout: hangGuard)
         configure(&configuration)
         return try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
     }

@@ -46,7 +46,7 @@ struct TestPKI: Sendable {
 @Suite("TLS: a private CA, host names, client certificates, errors in words", .serialized)
 struct TLSTests {
     func source(_ url: URL, _ client: HTTPFeedClient, tls: FeedTLS? = nil, token: String? = nil) throws -> HTTPFeedSource {
-        var http = HTTPFeedConfiguration(url: url, requestTimeout: .seconds(5), tls: tls)
+        var http = HTTPFeedConfiguration(url: url, requestTimeout: hangGuard, tls: tls)
         http.authorization = token.map { .bearer(BearerToken($0)) }
         return try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
     }
@@ -138,7 +138,7 @@ struct TLSTests {
             try await server.redirect("/feed", status: 302, to: server.secureURL("good").absoluteString)
             // Set only while this client is made: it reads the variable once, as syncd does at start.
             setenv("SSL_CERT_FILE", pki.ca, 1)
-            let client = HTTPFeedClient(options: .init(connectTimeout: .seconds(5)))
+            let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
             unsetenv("SSL_CERT_FILE")
             defer { Task { try? await client.shutdown() } }
             let page = try await source(server.url(), client, token: "upgrade-token").fetchInitial()

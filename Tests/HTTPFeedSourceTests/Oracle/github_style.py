@@ -13,8 +13,21 @@ modified = [time.time()]
 requests = []       # what each origin received
 redirects = {}      # (origin, path) -> (status, location, keep_query)
 closing = [False]   # whether feed answers end their connection (Connection: close)
-corrupt = set()     # pages answered, once released, with a body that says gzip and is not
-released = threading.Event()
+corrupt = set()     # pages answered with a body that says gzip and is not
+holds = {}          # page -> (point, Event): answers held before the response or after the headers
+# A guard only: a test releases what it holds, or stops the server (which ends its threads).
+HOLD_LIMIT = 600
+
+def hold(page, point):
+    with lock:
+        holds[page] = (point, threading.Event())
+
+def held(page, point):
+    """Waits while `page` is held at `point` ("response" or "body")."""
+    with lock:
+        entry = holds.get(page)
+    if entry and entry[0] == point:
+        entry[1].wait(HOLD_LIMIT)
 
 def add(ids):
     with lock:
@@ -30,14 +43,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self):
         if isinstance(self.request, ssl.SSLSocket):
-            self.request.settimeout(10)
+            # A guard against a client that never finishes its handshake, not a bound on one
+            # that does: the suite's congested first seconds can slow a handshake a lot.
+            self.request.settimeout(60)
             self.request.do_handshake()
         super().setup()
 
     def log_message(self, *args):
         pass
 
-    def send(self, status, body=b"", headers=()):
+    def send(self, status, body=b"", headers=(), page=None):
         self.send_response(status)
         for name, value in headers:
             self.send_header(name, value)
@@ -45,6 +60,9 @@ class Handler(BaseHTTPRequestHandler):
         if closing[0] and urlsplit(self.path).path == "/feed":
             self.send_header("Connection", "close")
         self.end_headers()
+        if page is not None:
+            self.wfile.flush()
+            held(page, "body")
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
@@ -104,13 +122,13 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send(304, b"", [("Last-Modified", last_modified)])
             except (TypeError, ValueError):
                 pass
+        held(page, "response")
         with lock:
             bad = page in corrupt
         if bad:
-            released.wait(60)
             headers.append(("Content-Encoding", "gzip"))
             body = b"\x1f\x8b\x08\x00" + b"this is not a gzip stream" * 8
-        self.send(200, body, headers)
+        self.send(200, body, headers, page=page)
 
     def admin(self, path, query):
         if path == "/admin/add":
@@ -129,12 +147,20 @@ class Handler(BaseHTTPRequestHandler):
                 body = json.dumps(requests).encode()
             return self.send(200, body, [("Content-Type", "application/json")])
         if path == "/admin/corrupt":
+            page = int(query["page"])
             with lock:
-                corrupt.add(int(query["page"]))
-            released.clear()
+                corrupt.add(page)
+            hold(page, "response")
+            return self.send(200, b"{}")
+        if path == "/admin/hold":
+            hold(int(query["page"]), query.get("at", "response"))
             return self.send(200, b"{}")
         if path == "/admin/release":
-            released.set()
+            # One page's hold, or every one; answers asked for later are not held either.
+            with lock:
+                events = [event for page, (_, event) in holds.items() if "page" not in query or page == int(query["page"])]
+            for event in events:
+                event.set()
             return self.send(200, b"{}")
         if path == "/admin/closing":
             closing[0] = query.get("on") == "1"
