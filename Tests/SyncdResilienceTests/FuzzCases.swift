@@ -174,7 +174,7 @@ enum FuzzPhase: String, CaseIterable, Sendable {
         case 1: body = Array(("{\"method\":\"io.syncd.GetStatus\",\"parameters\":{\"pad\":\"" + String(repeating: "x", count: size) + "\"}}").utf8) + [0]
         default: body = (0..<size).map { _ in UInt8.random(in: 1...255, using: &rng) }
         }
-        let connection = try RawSocket(path: socket, timeout: 10)
+        let connection = try RawSocket(path: socket)
         // The server stops reading at the limit and closes: sending may fail half-way.
         try? connection.send(body)
         let (messages, end) = connection.drain()
@@ -341,6 +341,7 @@ final class Bystander: Sendable {
         var running = true
         var successes: [String: Int] = [:]
         var failures: [(phase: String, error: String)] = []
+        var task: BoundedTask<Void>?
     }
 
     struct Report {
@@ -362,17 +363,22 @@ final class Bystander: Sendable {
     static let tolerated: Set<String> = [FuzzPhase.flood.rawValue, "recovering"]
 
     func enter(_ phase: String) { state.withLock { $0.phase = phase } }
-    func stop() { state.withLock { $0.running = false } }
 
-    func start() -> Task<Void, Never> {
-        Task {
+    /// Starts polling: `GetStatus` and `ListItems` over and over, each call bounded by the hang
+    /// guard (the client has none), so a syncd that stops answering is a failure of the phase,
+    /// not a poll that never ends.
+    func start() {
+        let client = self.client, feed = self.feed
+        let task = BoundedTask { [self] in
             while state.withLock({ $0.running }) {
                 let phase = state.withLock { $0.phase }
                 do {
-                    _ = try await client.status()
-                    _ = try await client.items(feed: feed, limit: 5)
+                    _ = try await withHangGuard("GetStatus") { try await client.status() }
+                    _ = try await withHangGuard("ListItems") { try await client.items(feed: feed, limit: 5) }
                     state.withLock { $0.successes[phase, default: 0] += 1 }
                 } catch {
+                    // Ended by stop(): a call it cut short is no failure of syncd.
+                    guard state.withLock({ $0.running }) else { break }
                     // A failure belongs to the phase it started in, or the one it ended in.
                     let now = state.withLock { $0.phase }
                     let blamed = Self.tolerated.contains(now) ? now : phase
@@ -381,6 +387,22 @@ final class Bystander: Sendable {
                 try? await Task.sleep(for: .milliseconds(20))
             }
         }
+        state.withLock { $0.task = task }
+    }
+
+    /// Stops polling, cutting short a call in flight, without waiting (cleanup after a failure).
+    func stop() {
+        let task = state.withLock { state in
+            state.running = false
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    /// Stops polling and waits (bounded) until the polling loop has ended.
+    func finish() async throws {
+        stop()
+        try await state.withLock { $0.task }?.value("the well-behaved client's polling")
     }
 
     func report() -> Report {

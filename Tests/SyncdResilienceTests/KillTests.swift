@@ -9,7 +9,7 @@ extension SyncdResilienceTests {
     /// every kill the store must be intact, free of duplicates, and hold exactly one contiguous
     /// slice of the server's feed, with cursors at its edges; after the last restart it must
     /// converge to the whole feed.
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.timeLimit(.minutes(12)))
     func sigkillAtRandomMomentsNeverLeavesAGapOrADuplicate() async throws {
         let seed = Seed.resolve("sigkill")
         var rng = SplitMix64(seed: seed)
@@ -29,7 +29,7 @@ extension SyncdResilienceTests {
 
         // Items keep appearing while the daemon is being killed.
         let growthSeed = rng.next()
-        let growth = Task {
+        let growth = BoundedTask {
             var growthRNG = SplitMix64(seed: growthSeed)
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(growthRNG.int(in: 100...500)))
@@ -91,12 +91,16 @@ extension SyncdResilienceTests {
             print(history.joined(separator: "\n"))
 
             growth.cancel()
-            await growth.value
+            try await growth.value("the feed's growth")
 
-            // Let the last run finish: the store must then be the server's feed, exactly.
+            // Let the last run finish: the store must then be the server's feed, exactly. The
+            // window is a hang guard: thousands of pages with latency take what they take on a
+            // loaded machine.
             let process = try harness.start()
             _ = try await harness.waitUntilServing(process)
-            let (synced, state) = await waitUntilSynced(harness, server: server, feeds: [feed], timeout: .seconds(60))
+            let syncStart = ContinuousClock.now
+            let (synced, state) = await waitUntilSynced(harness, server: server, feeds: [feed], timeout: .seconds(360))
+            print("[sigkill] converged in \(ContinuousClock.now - syncStart): \(synced)")
             #expect(synced, "syncd did not converge after the kills: \(state)\n\(harness.diagnostics())")
             let status = await process.stop(signal: SIGTERM)
             #expect(status == 0, "syncd exited \(status) on SIGTERM\n\(harness.diagnostics())")
@@ -110,7 +114,7 @@ extension SyncdResilienceTests {
         } cleanup: {
             growth.cancel()
             await harness.stopAll()
-            await server.stop()
+            await stopServerInCleanup(server)
         }
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Synchronization
+import TestSupport
 
 /// A blocking AF_UNIX stream connection that can say anything, for fuzzing the control socket.
 /// Every call blocks (bounded by `SO_RCVTIMEO`/`SO_SNDTIMEO`): use it from ``onDedicatedThread(_:)``.
@@ -37,10 +38,13 @@ final class RawSocket: Sendable {
         var description: String { "\(operation): \(String(cString: strerror(code)))" }
     }
 
-    init(path: String, timeout: Double = 5) throws {
+    /// Connects to `path`. `timeout` bounds each blocking call: connecting, every send and
+    /// every read. By default it is the hang guard, since where a test reads it expects a reply
+    /// or the connection's end, and `.timeout` only tells a server that never sent either.
+    init(path: String, timeout: Duration = hangGuard) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure(operation: "socket", code: errno) }
-        var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
+        var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         // Also bounds connect(2) on AF_UNIX when the listen backlog is full.
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))

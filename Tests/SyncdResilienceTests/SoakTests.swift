@@ -30,13 +30,15 @@ extension SyncdResilienceTests {
     /// the process must stay alive throughout, never send a request for a feed's direction
     /// before a `Retry-After` it was given has passed, and, once the faults stop, converge to
     /// exactly the server's feeds.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(12)))
     func soakAgainstAFaultInjectingServer() async throws {
         let seed = Seed.resolve("soak")
         var rng = SplitMix64(seed: seed)
         let soakDuration = Duration.seconds(ProcessInfo.processInfo.environment["SYNCD_RESILIENCE_SOAK_SECONDS"].flatMap(Int.init) ?? 30)
         let feeds = [FeedDefinition(name: "alpha", initialCount: 3_000), FeedDefinition(name: "beta", initialCount: 1_200)]
-        let faulty = try await startServer(.init(
+        // Restarted fault-free on the same port below: a port outside the ephemeral range, so
+        // no other test's server or connection can take it in between.
+        let faulty = try await startServerOnAFixedPort(.init(
             feeds: feeds, randomFaults: Self.soakFaults, latencyMilliseconds: 0...40, seed: seed,
             stallLimit: .seconds(5)
         ))
@@ -48,7 +50,7 @@ extension SyncdResilienceTests {
             retry: "base = \"100ms\"\nmultiplier = 2\ncap = \"1s\"\nreconnect_spread = \"0s\""
         )
         let growthSeed = rng.next()
-        let growth = Task {
+        let growth = BoundedTask {
             var growthRNG = SplitMix64(seed: growthSeed)
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(growthRNG.int(in: 100...600)))
@@ -72,7 +74,7 @@ extension SyncdResilienceTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             growth.cancel()
-            await growth.value
+            try await growth.value("the feeds' growth")
             #expect(process.isRunning, "syncd died during the soak\n\(harness.diagnostics())")
 
             // Faults stop: the same feeds (items are a pure function of their sequence) served
@@ -83,7 +85,7 @@ extension SyncdResilienceTests {
                 counts[feed.name] = try await faulty.items(feed: feed.name).count
                 logs[feed.name] = await faulty.requests(feed: feed.name)
             }
-            await faulty.stop()
+            try await stopServer(faulty)
             let fixed = try await startServer(.init(
                 port: port, feeds: feeds.map { var f = $0; f.initialCount = counts[f.name]!; return f }, seed: seed))
             calm.withLock { $0 = fixed }
@@ -91,7 +93,11 @@ extension SyncdResilienceTests {
                 #expect(try await fixed.items(feed: feed.name) == faulty.items(feed: feed.name), "the fault-free server serves the same items")
             }
 
-            let (synced, state) = await waitUntilSynced(harness, server: fixed, feeds: feeds.map(\.name), timeout: .seconds(60))
+            // A hang guard, not a performance bound: the backlog left by the faults takes what it
+            // takes on a loaded machine.
+            let syncStart = ContinuousClock.now
+            let (synced, state) = await waitUntilSynced(harness, server: fixed, feeds: feeds.map(\.name), timeout: .seconds(360))
+            print("[soak] converged in \(ContinuousClock.now - syncStart): \(synced)")
             #expect(synced, "syncd did not converge once the faults stopped: \(state)\n\(harness.diagnostics())")
             #expect(process.isRunning, "syncd died after the soak\n\(harness.diagnostics())")
             let exitStatus = await process.stop(signal: SIGTERM)
@@ -125,8 +131,8 @@ extension SyncdResilienceTests {
         } cleanup: {
             growth.cancel()
             await harness.stopAll()
-            await faulty.stop()
-            await calm.withLock { $0 }?.stop()
+            await stopServerInCleanup(faulty)
+            if let fixed = calm.withLock({ $0 }) { await stopServerInCleanup(fixed) }
         }
     }
 }
@@ -166,35 +172,41 @@ extension SyncdResilienceTests {
     /// SIGTERM while every feed request hangs (a server that accepted and never answers, with
     /// syncd's own timeout far away): syncd must still stop promptly and cleanly, not wait for
     /// the requests, and the store must stay consistent.
-    @Test(.timeLimit(.minutes(1)))
+    ///
+    /// What is checked is that the stop does not wait for the request: syncd's request timeout
+    /// (10 minutes) and the server's stall (15) are far beyond the stop's bound (the hang guard),
+    /// so a stop that waited would be killed. How fast a clean stop is depends on the machine
+    /// (the unit gives it TimeoutStopSec=20s, an idle machine needs well under a second): the
+    /// time is printed, not asserted.
+    @Test(.timeLimit(.minutes(4)))
     func sigtermIsNotHeldUpByHangingRequests() async throws {
         let seed = Seed.resolve("sigterm-stalled")
         let feed = "home"
         let server = try await startServer(.init(
             feeds: [FeedDefinition(name: feed, initialCount: 500)],
             randomFaults: [RandomFault(fault: .stall(.headers), probability: 1)],
-            seed: seed, stallLimit: .seconds(120)
+            seed: seed, stallLimit: .seconds(900)
         ))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "sigterm-stalled", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", timeout: "60s")]
+            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", timeout: "10m")]
         )
         try await withCleanup {
             let process = try harness.start()
             _ = try await harness.waitUntilServing(process)
-            let stalled = await eventually(timeout: .seconds(10), every: .milliseconds(20)) { await server.stalledRequestCount() > 0 }
+            let stalled = await eventually(timeout: hangGuard, every: .milliseconds(20)) { await server.stalledRequestCount() > 0 }
             #expect(stalled, "syncd never sent its first request\n\(harness.diagnostics())")
             let started = ContinuousClock.now
-            let exitCode = await process.stop(signal: SIGTERM, timeout: .seconds(10))
+            let exitCode = await process.stop(signal: SIGTERM)
             let took = ContinuousClock.now - started
             print("[sigterm-stalled] exit \(exitCode) after \(took) with a request hanging")
-            #expect(exitCode == 0, "syncd exited \(exitCode) (-2: still running 10 s after SIGTERM, killed) with a request hanging; took \(took)\n\(harness.diagnostics())")
+            #expect(exitCode == 0, "syncd exited \(exitCode) (-2: still running \(hangGuard) after SIGTERM, killed) with a request hanging; took \(took)\n\(harness.diagnostics())")
             let snapshot = try StoreSnapshot.read(storePath: harness.storePath, feed: feed, scratch: harness.directory.file("snapshot"))
             #expect(snapshot.problems(against: try await server.items(feed: feed)).isEmpty)
         } cleanup: {
             await harness.stopAll()
-            await server.stop()
+            await stopServerInCleanup(server)
         }
     }
 }

@@ -7,11 +7,13 @@ import GRDB
 import SyncCore
 import SyncStore
 import Testing
+import TestSupport
 
 extension SyncdResilienceTests {
     /// The store checks used after every kill must catch what they claim to: a gap, a foreign
     /// or altered item, a shared position, a cursor off the stored edge.
-    @Test func storeCheckerCatchesGapsCorruptionAndStrayCursors() async throws {
+    @Test(.timeLimit(.minutes(3)))
+    func storeCheckerCatchesGapsCorruptionAndStrayCursors() async throws {
         let directory = try ScratchDirectory(prefix: "syncd-resilience-checker")
         let served = (1...100).map { DemoFeedItem.generate(feed: "home", sequence: $0, idWidth: 10, idField: "id") }
         let base = "http://127.0.0.1:1/feeds/home?limit=20"
@@ -56,12 +58,15 @@ extension SyncdResilienceTests {
 }
 
 extension SyncdResilienceTests {
-    /// The Retry-After audit flags a client that comes back too early (and only then).
-    @Test func retryAfterAuditCatchesAnEarlyRetry() async throws {
+    /// The Retry-After audit flags a client that comes back too early (and only then). The early
+    /// retry is early by far (Retry-After 600 s, sent at once), the late one late by waiting past
+    /// its Retry-After: neither verdict depends on how fast the requests go.
+    @Test(.timeLimit(.minutes(6)))
+    func retryAfterAuditCatchesAnEarlyRetry() async throws {
         let server = try await startServer(.init(feeds: [FeedDefinition(name: "home", initialCount: 10)]))
         try await withCleanup {
             let url = try #require(server.feedURL("home", limit: 5).flatMap(URL.init(string:)))
-            try await server.scriptFault(ScriptedFault(.status(429, retryAfter: .seconds(2)), count: 1, feed: "home", kind: .initial))
+            try await server.scriptFault(ScriptedFault(.status(429, retryAfter: .seconds(600)), count: 1, feed: "home", kind: .initial))
             try await server.scriptFault(ScriptedFault(.status(503, retryAfter: .seconds(1)), count: 1, feed: "home", kind: .older))
             for _ in 0..<2 { _ = try? await URLSession.shared.data(from: url) }
             let older = URL(string: url.absoluteString + "&max_id=0000000005")!
@@ -73,7 +78,7 @@ extension SyncdResilienceTests {
             #expect(result.violations.count == 1, "\(result.violations)")
             #expect(result.violations.first?.contains("429") == true)
         } cleanup: {
-            await server.stop()
+            await stopServerInCleanup(server)
         }
     }
 }

@@ -93,6 +93,14 @@ final class DaemonHarness: Sendable {
 
     var client: SyncControlClient { SyncControlClient(socketPath: socketPath) }
 
+    /// syncd's status over the control socket, the call bounded by the hang guard: the client
+    /// itself has no timeout, and a poll whose condition waits for good never reaches its own
+    /// deadline.
+    func status() async throws -> ControlStatus {
+        let client = self.client
+        return try await withHangGuard("GetStatus from syncd") { try await client.status() }
+    }
+
     /// Starts a new run of `syncd`; its output goes to `syncd-N.log`.
     func start() throws -> DaemonProcess {
         let syncd = try BuildProducts.path("syncd")
@@ -108,18 +116,19 @@ final class DaemonHarness: Sendable {
     /// Kills every run still alive (the cleanup path, also after a failure).
     func stopAll() async {
         for process in runs.withLock({ $0 }) where process.isRunning {
-            await process.stop(signal: SIGKILL, timeout: .seconds(5))
+            await process.stop(signal: SIGKILL)
         }
     }
 
-    /// Waits (bounded) until the control socket answers `GetStatus`.
-    func waitUntilServing(_ process: DaemonProcess, timeout: Duration = .seconds(20)) async throws -> ControlStatus {
+    /// Waits (bounded) until the control socket answers `GetStatus`. The bound is a hang guard:
+    /// a start-up that a loaded machine slows down still passes.
+    func waitUntilServing(_ process: DaemonProcess, timeout: Duration = hangGuard * 2) async throws -> ControlStatus {
         let deadline = ContinuousClock.now + timeout
         var lastError: (any Error)?
         while ContinuousClock.now < deadline {
             guard process.isRunning else { throw HarnessFailure("syncd exited while starting", log: process.output) }
             do {
-                return try await client.status()
+                return try await status()
             } catch {
                 lastError = error
                 try await Task.sleep(for: .milliseconds(50))
@@ -192,20 +201,61 @@ func withCleanup<T>(_ body: () async throws -> T, cleanup: () async -> Void) asy
     }
 }
 
-/// Starts a demo feed server on 127.0.0.1, retrying briefly when a fixed port is still held.
-func startServer(_ configuration: DemoFeedServer.Configuration, attempts: Int = 50) async throws -> DemoFeedServer {
+/// Starts a demo feed server on 127.0.0.1; a fixed port that is still held is retried until
+/// `timeout` (a hang guard) has passed.
+func startServer(_ configuration: DemoFeedServer.Configuration, timeout: Duration = hangGuard) async throws -> DemoFeedServer {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        let server = try DemoFeedServer(configuration: configuration)
+        do {
+            try await server.start()
+            return server
+        } catch {
+            guard ContinuousClock.now < deadline else {
+                throw HarnessFailure("the demo feed server could not start on port \(configuration.port) within \(timeout): \(error)")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
+
+/// Starts a demo feed server on a port below the kernel's ephemeral range, so that it can be
+/// stopped and a new server started on the same port: no port that the kernel hands out (to a
+/// server on port 0 or a client's connection, of any test running beside this one) can take it in
+/// between. Ports some other program holds are skipped.
+func startServerOnAFixedPort(_ configuration: DemoFeedServer.Configuration) async throws -> DemoFeedServer {
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        .split(whereSeparator: \.isWhitespace).compactMap { Int($0) } ?? []
+    let ephemeralStart = range.first ?? 32_768
+    var configuration = configuration
     var lastError: (any Error)?
-    for _ in 0..<attempts {
+    for _ in 0..<100 {
+        configuration.port = Int.random(in: 10_000..<max(10_001, ephemeralStart))
         let server = try DemoFeedServer(configuration: configuration)
         do {
             try await server.start()
             return server
         } catch {
             lastError = error
-            try await Task.sleep(for: .milliseconds(100))
         }
     }
-    throw HarnessFailure("the demo feed server could not start on port \(configuration.port): \(String(describing: lastError))")
+    throw HarnessFailure("no free port below \(ephemeralStart) for the demo feed server: \(String(describing: lastError))")
+}
+
+/// Stops `server`, waiting at most `timeout`: a graceful stop waits for the requests in flight,
+/// and one that never ended would otherwise hang the test.
+func stopServer(_ server: DemoFeedServer, timeout: Duration = hangGuard) async throws {
+    try await BoundedTask { await server.stop() }.value("the demo feed server's stop", timeout: timeout)
+}
+
+/// ``stopServer(_:timeout:)`` for cleanup, which cannot throw: a stop that does not end is
+/// recorded as an issue.
+func stopServerInCleanup(_ server: DemoFeedServer) async {
+    do {
+        try await stopServer(server)
+    } catch {
+        Issue.record("\(error)")
+    }
 }
 
 // MARK: Reading the store
@@ -334,11 +384,12 @@ func eventually(timeout: Duration, every interval: Duration = .milliseconds(100)
 }
 
 /// Waits until syncd reports every feed fully synced: as many items as the server has, the end
-/// reached, and no direction loading or failed.
+/// reached, and no direction loading or failed. `timeout` is a hang guard: pick it so that no
+/// loaded machine needs that long.
 func waitUntilSynced(_ harness: DaemonHarness, server: DemoFeedServer, feeds: [String], timeout: Duration) async -> (Bool, String) {
     var last = "no status"
     let done = await eventually(timeout: timeout, every: .milliseconds(200)) {
-        guard let status = try? await harness.client.status() else { return false }
+        guard let status = try? await harness.status() else { return false }
         var ok = true
         var lines: [String] = []
         for name in feeds {

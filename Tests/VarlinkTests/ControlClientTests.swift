@@ -4,7 +4,7 @@ import SyncControl
 import Testing
 import Varlink
 
-@Suite("SyncControlClient")
+@Suite("SyncControlClient", .timeLimit(.minutes(3)))
 struct ControlClientTests {
     @Test func statusRoundTripsEveryField() async throws {
         let expected = Samples.status(online: false)

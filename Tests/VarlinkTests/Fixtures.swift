@@ -140,17 +140,60 @@ func withControlServer<R: Sendable>(
     configuration.maxMessageSize = maxMessageSize
     configuration.idleTimeout = idleTimeout
     let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await server.run() }
-        await server.waitUntilListening()
-        do {
-            let result = try await body(path, server)
-            group.cancelAll()
-            try await group.waitForAll()
-            return result
-        } catch {
-            group.cancelAll()
-            throw error
-        }
+    // Not a task group: a group waits for its children for good, so a server that ignored
+    // cancellation would hang the run; here every wait on the server is bounded.
+    let serving = BoundedTask { try await server.run() }
+    let result: R
+    do {
+        _ = try await BoundedTask { await server.waitUntilListening() }.value("the control server's start")
+        result = try await body(path, server)
+    } catch {
+        serving.cancel()
+        _ = try? await serving.value("the control server's run()")
+        throw error
     }
+    serving.cancel()
+    try await serving.value("the control server's run()")
+    return result
+}
+
+/// Reads `fd` until a newline or its end, for at most `timeout` of real time, on a thread of
+/// its own; returns what arrived by then (a caller checks it is the line it wanted).
+///
+/// A blocking read (`availableData`, `readLine`) ends only when the writer writes or closes, so a
+/// child that stops short would hang the test.
+func readLine(from fd: Int32, timeout: Duration = hangGuard) async throws -> String {
+    let deadline = ContinuousClock.now + timeout
+    return try await onDedicatedThread {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !data.contains(0x0A) {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { break }
+            var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pollFD, 1, Int32(clamping: Int64((left / .milliseconds(1)).rounded(.up))))
+            if ready < 0 && errno != EINTR { break }
+            guard ready > 0 else { continue }
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+            if count <= 0 { break }
+            data += buffer[..<count]
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Waits (bounded by `timeout`) for `process` to exit, SIGKILLs it when it has not, and reaps
+/// it, as `ChildProcess.stop` does; returns its status as `exitStatus(of:)` reports it.
+///
+/// Not `waitUntilExit()`, which cannot be bounded and can miss an exit (see `exitStatus(of:)`).
+@discardableResult
+func reap(_ process: Process, timeout: Duration = hangGuard) async -> Int32 {
+    let pid = process.processIdentifier
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning && !isZombie(pid) && ContinuousClock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    if process.isRunning && !isZombie(pid) { kill(pid, SIGKILL) }
+    return (try? await onDedicatedThread { exitStatus(of: process) }) ?? -1
 }

@@ -3,7 +3,7 @@ import SyncControl
 import TestSupport
 import Testing
 
-@Suite("io.syncd interface definition")
+@Suite("io.syncd interface definition", .timeLimit(.minutes(3)))
 struct InterfaceDefinitionTests {
     static let resourcePath = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -3,7 +3,7 @@ import Testing
 import Varlink
 
 /// The control protocol reads JSON exactly as RFC 8259 writes it, and an error names the field.
-@Suite("Strict JSON")
+@Suite("Strict JSON", .timeLimit(.minutes(3)))
 struct StrictJSONTests {
     @Test(arguments: [
         "{\"a\": 1,}", "[1, 2,]", "{\"a\": 1, \"a\": 2}", "{\"a\": {\"b\": 1, \"b\": 1}}", "[01]", "[1.]", "[.5]", "[+1]",

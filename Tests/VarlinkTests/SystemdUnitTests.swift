@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// The unit files under systemd/ are checked by systemd's own tools, offline.
-@Suite("systemd units")
+@Suite("systemd units", .timeLimit(.minutes(5)))
 struct SystemdUnitTests {
     static let unitDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
