@@ -79,7 +79,10 @@ func withServer(_ body: (CheckServer) async throws -> Void) async throws {
     await server.stop()
 }
 
-func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Duration = .seconds(5)) async -> ConnectivityCheckResult {
+/// One check of `url`. Its timeout is the hang guard unless a test is about the timeout itself:
+/// the loopback server answers on NIO's threads, but under a loaded suite an answer meant to
+/// arrive can still take seconds, and a timed-out check would read as "no answer".
+func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Duration = hangGuard) async -> ConnectivityCheckResult {
     let checker = ConnectivityChecker(configuration: .init(url: URL(string: url)!, expectedStatus: status, expectedBody: body, timeout: timeout))
     let result = await checker.check()
     do {
@@ -116,7 +119,9 @@ func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Dura
     }
 
     @Test func noAnswerSaysWhy() async throws {
-        // A port bound but not listening: refused, and no other test can take it meanwhile.
+        // A port bound but not listening: refused, and no other test can take it meanwhile. The
+        // client retries a refused connect until the check's timeout (the hang guard, so that
+        // at least one attempt is made however loaded the machine), then reports the refusal.
         let closed = ReservedPort()
         guard case .noAnswer(let refused) = await check("http://127.0.0.1:\(closed.port)/generate_204") else {
             Issue.record("expected no answer")
@@ -136,15 +141,15 @@ func check(_ url: String, status: Int? = nil, body: String? = nil, timeout: Dura
 @Suite struct ServerProbeTests {
     @Test func answeredRefusedAndUnreachable() async throws {
         try await withServer { server in
-            #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: server.port, timeout: .seconds(2)) == .answered)
+            #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: server.port, timeout: hangGuard) == .answered)
         }
         let closed = ReservedPort()
-        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: closed.port, timeout: .seconds(2)) == .refused)
+        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: closed.port, timeout: hangGuard) == .refused)
         // A listener whose accept queue is full drops further SYNs: nothing answers, as with a
         // server behind a silent firewall.
         let listener = ReservedPort(listening: true)
         let full = listener.port
-        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: .seconds(2)) == .answered, "fills the queue")
+        #expect(await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: hangGuard) == .answered, "fills the queue")
         guard case .unreachable(let reason) = await ServerProbe.connect(to: IPAddress("127.0.0.1")!, port: full, timeout: .milliseconds(300)) else {
             Issue.record("a full accept queue answered")
             return

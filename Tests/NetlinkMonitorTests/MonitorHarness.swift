@@ -41,6 +41,18 @@ final class MonitorHarness: Sendable {
     var consumerThreads: [Int32?] { recorded.threads.withLock { $0 } }
     var latest: Verdict? { verdicts.last }
 
+    /// Stops the monitor and waits (bounded) until its thread is gone.
+    ///
+    /// For a test likely to be the last of a run: a monitor merely released ends its thread a
+    /// moment later, and a process that exits meanwhile aborts in libnl (its exit handlers have
+    /// unregistered the cache types the thread is still freeing).
+    func stopMonitor() async throws {
+        let tid = monitor.threadID
+        let monitor = self.monitor
+        try await boundedValue(of: Task { await monitor.stop() }, "the monitor stops")
+        if let tid { #expect(try await ProcessThreads.waitUntilGone(tid), "the monitor's thread ended") }
+    }
+
     /// Runs `ip` in the client namespace.
     func client(_ arguments: String...) async throws {
         try await topology.client.ip(arguments)

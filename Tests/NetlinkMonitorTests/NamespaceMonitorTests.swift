@@ -24,12 +24,18 @@ struct NamespaceMonitorTests {
         try Privileges.requireRoot()
         let h = try await MonitorHarness()
         try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        // Carrier loss and gain only mark routes linkdown and back, silently: the monitor must
+        // re-read them after each. The re-read after a loss comes just after the loss is
+        // published, so each is waited for before the next change: a change that came first
+        // would be read with it, in one re-read.
+        let resyncsBefore = h.monitor.statistics.routeResyncs
         try await h.server("link", "set", VethTopology.serverLink, "down")
         try await h.expectSettled("peer down") { $0.isOffline(.noCarrier) }
+        try await waitUntil("the monitor re-read the routes after the carrier loss") { h.monitor.statistics.routeResyncs > resyncsBefore }
+        let resyncsAfterLoss = h.monitor.statistics.routeResyncs
         try await h.server("link", "set", VethTopology.serverLink, "up")
         try await h.expectSettled("peer up") { $0.isOnline(via: link) }
-        // Carrier loss only marks routes linkdown, silently; the monitor must have re-read them.
-        #expect(h.monitor.statistics.routeResyncs >= 2)
+        try await waitUntil("the monitor re-read the routes after the carrier came back") { h.monitor.statistics.routeResyncs > resyncsAfterLoss }
     }
 
     @Test func aConsumerOnTheMonitorsExecutorFollowsCarrierOnTheMonitorsThread() async throws {
@@ -185,9 +191,13 @@ struct NamespaceMonitorTests {
         let h = try await MonitorHarness()
         try await h.expectSettled("initial") { $0.isOnline(via: link) }
         try await h.server("addr", "add", "fd00:77::2/64", "dev", VethTopology.serverLink, "nodad")
-        // Duplicate address detection slowed to four probes a second apart, so the address is
-        // certainly still tentative while the checks below run.
-        _ = try await h.topology.client.exec(["sysctl", "-qw", "net.ipv6.conf.\(link).dad_transmits=4"])
+        // Duplicate address detection slowed to three probes 20 s apart, so the address stays
+        // tentative for a minute, twice the hang guard: however late the steps below run, they
+        // see it tentative (each waits at most the hang guard), and the kernel alone ends it.
+        let probes = 3, probeIntervalMilliseconds = 20_000
+        let probeInterval = Duration.milliseconds(probeIntervalMilliseconds)
+        _ = try await h.topology.client.exec(["sysctl", "-qw", "net.ipv6.conf.\(link).dad_transmits=\(probes)"])
+        _ = try await h.topology.client.exec(["sysctl", "-qw", "net.ipv6.neigh.\(link).retrans_time_ms=\(probeIntervalMilliseconds)"])
         try await h.client("addr", "add", "fd00:77::1/64", "dev", link)
         try await h.client("-6", "route", "add", "default", "via", "fd00:77::2", "dev", link)
         try await h.client("route", "del", "default")
@@ -197,7 +207,9 @@ struct NamespaceMonitorTests {
         // The only default route is IPv6, and its link's only global IPv6 address is tentative:
         // nothing can be sent from it yet (the IPv4 address has no route either: "no route").
         try await h.expectSettled("IPv6 default route, address tentative") { if case .offline = $0 { true } else { false } }
-        try await h.expectSettled("IPv6 only, after DAD", timeout: .seconds(15)) { $0.isOnline(via: link, family: .ipv6) }
+        try await h.expectSettled("IPv6 only, after DAD", timeout: probeInterval * probes + hangGuard) { $0.isOnline(via: link, family: .ipv6) }
+        // The longest test here, so often the run's last: its monitor is gone before it ends.
+        try await h.stopMonitor()
     }
 
     @Test func routeBurstOverflowsTheBufferAndResyncs() async throws {
@@ -209,6 +221,9 @@ struct NamespaceMonitorTests {
         // would: the kernel keeps queueing notifications and the small buffer overflows for
         // certain, however the scheduler places the reader (on one core it can otherwise keep up).
         let hold = ObserverHold()
+        // Let go on every path: a test that throws while holding would leave the monitor's
+        // thread parked until the hold gives up by itself.
+        defer { hold.release() }
         let token = h.monitor.addObserver { _ in hold.passWhenReleased() }
         defer { h.monitor.removeObserver(token) }
         let count = 5000
@@ -221,24 +236,32 @@ struct NamespaceMonitorTests {
         try await hold.waitUntilHolding()
         try await h.topology.client.ipBatch(add)
         hold.release()
-        try await h.expectSettled("after burst of \(count) adds, default removed", timeout: .seconds(30)) { $0.isOffline(.noRoute) }
+        // Resyncing after 5000 routes on a loaded machine is the slow part: twice the hang guard.
+        try await h.expectSettled("after burst of \(count) adds, default removed", timeout: hangGuard * 2) { $0.isOffline(.noRoute) }
         #expect(h.monitor.snapshot.routes.filter { $0.destination.length == 32 && $0.table == RouteInfo.mainTable }.count == count)
         hold.engage()
         try await h.client("route", "del", "10.99.0.0/16")
         try await hold.waitUntilHolding()
         try await h.topology.client.ipBatch(["route add default via \(VethTopology.serverAddress)"] + (0..<count).map { i in "route del 10.\(100 + i / 65536).\(i / 256 % 256).\(i % 256)/32" })
         hold.release()
-        try await h.expectSettled("after burst of deletes, default back", timeout: .seconds(30)) { $0.isOnline(via: link) }
+        try await h.expectSettled("after burst of deletes, default back", timeout: hangGuard * 2) { $0.isOnline(via: link) }
         let stats = h.monitor.statistics
         #expect(stats.overflows >= 2, "a 4 KiB buffer held during each burst of \(count) notifications should overflow: \(stats)")
         #expect(stats.fullResyncs >= stats.overflows)
+        #expect(!hold.gaveUp, "the monitor's thread was held past the hold's own limit")
     }
 }
 
-/// Holds the monitor's thread inside an observer while engaged, then lets it go.
+/// Holds the monitor's thread inside an observer while engaged, then lets it go: when released,
+/// or by itself after ``limit`` (then ``gaveUp`` says so), so a test that never releases it
+/// cannot park the thread for good.
 final class ObserverHold: Sendable {
+    /// How long the monitor's thread is held at most.
+    static let limit = hangGuard * 2
+
     private let engaged = Atomic<Bool>(false)
     private let holding = Atomic<Bool>(false)
+    private let timedOut = Atomic<Bool>(false)
     private let released = DispatchSemaphore(value: 0)
 
     func engage() { engaged.store(true, ordering: .sequentiallyConsistent) }
@@ -247,23 +270,29 @@ final class ObserverHold: Sendable {
         if engaged.exchange(false, ordering: .sequentiallyConsistent) { released.signal() }
     }
 
+    /// Whether a hold ended at ``limit`` instead of by ``release()``.
+    var gaveUp: Bool { timedOut.load(ordering: .sequentiallyConsistent) }
+
     /// Waits (bounded) until the monitor's thread is parked in ``passWhenReleased()``.
     func waitUntilHolding(timeout: Duration = hangGuard) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !holding.load(ordering: .sequentiallyConsistent) {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("the monitor never called its observer")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(2))
+        try await waitUntil("the monitor's thread is held in the observer", timeout: timeout, interval: .milliseconds(2)) {
+            holding.load(ordering: .sequentiallyConsistent)
         }
     }
 
-    /// Called on the monitor's thread: blocks while engaged.
+    /// Called on the monitor's thread: blocks while engaged, at most ``limit``.
     func passWhenReleased() {
         guard engaged.load(ordering: .sequentiallyConsistent) else { return }
         holding.store(true, ordering: .sequentiallyConsistent)
-        released.wait()
-        holding.store(false, ordering: .sequentiallyConsistent)
+        defer { holding.store(false, ordering: .sequentiallyConsistent) }
+        let seconds = Double(Self.limit.components.seconds) + Double(Self.limit.components.attoseconds) / 1e18
+        guard released.wait(timeout: .now() + seconds) == .timedOut else { return }
+        if engaged.exchange(false, ordering: .sequentiallyConsistent) {
+            timedOut.store(true, ordering: .sequentiallyConsistent)
+        } else {
+            // release() disengaged just now and is about to signal: take that signal, so the
+            // semaphore does not let a later hold through.
+            released.wait()
+        }
     }
 }

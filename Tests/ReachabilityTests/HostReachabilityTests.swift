@@ -46,16 +46,64 @@ struct HostReachabilityTests {
 
         var latest: Verdict? { log.values.withLock { $0.last } }
 
+        /// Waits (bounded by ``hangGuard``) until the latest verdict satisfies `predicate`; the
+        /// failure names the latest verdict.
         func expect(_ what: String, sourceLocation: SourceLocation = #_sourceLocation, _ predicate: (Verdict) -> Bool) async throws {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !(latest.map(predicate) ?? false) {
-                guard ContinuousClock.now < deadline else {
-                    Issue.record("\(what): latest \(String(describing: latest))", sourceLocation: sourceLocation)
-                    return
-                }
-                try await Task.sleep(for: .milliseconds(10))
+            do {
+                try await waitUntil(what) { latest.map(predicate) ?? false }
+            } catch let error as WaitTimedOut {
+                Issue.record("\(what): latest \(String(describing: latest))", sourceLocation: sourceLocation)
+                throw error
             }
         }
+
+        /// The verdicts published before this call, once the log holds all of them.
+        ///
+        /// For checks that a verdict did *not* come, which a pause cannot show on a loaded
+        /// machine. The publisher yields a verdict in the very call that changed what it judges,
+        /// so a portal reported now (the sentinel) is published after everything before it, and
+        /// once the log shows the sentinel it shows all of them. The sentinel is then withdrawn
+        /// and its end waited for. Only while the verdict is online or limited: offline hides a
+        /// portal.
+        func verdictsBeforeSentinel(of reachability: HostReachability<ContinuousClock>) async throws -> [Verdict] {
+            let start = log.values.withLock { $0.count }
+            reachability.portalChanged(Self.sentinelPortal)
+            try await waitUntil("the sentinel verdict is recorded") {
+                log.values.withLock { $0.dropFirst(start).contains(where: Self.isSentinel) }
+            }
+            let before = log.values.withLock { values in Array(values[..<values.lastIndex(where: Self.isSentinel)!]) }
+            reachability.portalChanged(nil)
+            try await expect("the sentinel withdrawn") { !Self.isSentinel($0) }
+            return before
+        }
+
+        static let sentinelPortal = "http://sentinel.invalid/"
+
+        static func isSentinel(_ verdict: Verdict) -> Bool {
+            if case .limited(let limitation) = verdict { return limitation.reason == .portal && limitation.detail == sentinelPortal }
+            return false
+        }
+
+        /// Waits until every observer of the monitor, the reachability's among them, has been
+        /// handed a snapshot in which `condition` holds.
+        ///
+        /// The monitor hands one snapshot to all its observers before it publishes the next; so
+        /// once a later change (a route to a network nobody asks about) is published as well,
+        /// they have all had the first.
+        func waitUntilObserved(_ what: String, _ condition: (NetworkSnapshot) -> Bool) async throws {
+            try await waitUntil("the monitor publishes \(what)") { condition(monitor.snapshot) }
+            let marker = markers.withLock { count -> IPPrefix in
+                count += 1
+                return IPPrefix("10.99.\(count).0/24")!
+            }
+            try await topology.client.ip("route", "add", "blackhole", marker.description)
+            try await waitUntil("the monitor publishes the marker route after \(what)") {
+                monitor.snapshot.routes.contains { $0.destination == marker }
+            }
+        }
+
+        /// Marker routes added so far (``waitUntilObserved(_:_:)``).
+        private let markers = Mutex(0)
     }
 
     static func limited(_ reason: LimitedReason) -> (Verdict) -> Bool {
@@ -69,28 +117,32 @@ struct HostReachabilityTests {
         try Privileges.requireRoot()
         let rig = try await Rig()
         let answers = Mutex(false)
+        let probes = Mutex(0)
         let reachability = HostReachability(
             destination: .addresses([Self.server]), monitor: rig.monitor,
             configuration: .init(settle: .zero, unansweredThreshold: 2, probeDelay: .milliseconds(20), maxProbeDelay: .milliseconds(100)),
-            probe: { _ in answers.withLock { $0 } }
+            probe: { _ in
+                probes.withLock { $0 += 1 }
+                return answers.withLock { $0 }
+            }
         )
         rig.follow(reachability)
         try await rig.expect("online") { $0.isOnline }
         reachability.requestFailed(unanswered: "10.77.0.2: connection timed out")
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(rig.latest?.isOnline == true, "one lost connection is not an outage")
+        #expect(try await rig.verdictsBeforeSentinel(of: reachability).last?.isOnline == true, "one lost connection is not an outage")
         // An answer of any kind in between resets the count.
         reachability.requestFailed(unanswered: nil)
         reachability.requestFailed(unanswered: "10.77.0.2: connection timed out")
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(rig.latest?.isOnline == true)
+        #expect(try await rig.verdictsBeforeSentinel(of: reachability).last?.isOnline == true)
         reachability.requestFailed(unanswered: "10.77.0.2: connection timed out")
         try await rig.expect("server unreachable", Self.limited(.serverUnreachable))
         guard case .limited(let limitation)? = rig.latest else { return }
         #expect(limitation.detail == "10.77.0.2: connection timed out" && limitation.path?.link == VethTopology.clientLink)
-        // Probes fail for a while, then the server answers.
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(Self.limited(.serverUnreachable)(rig.latest!))
+        // Probes fail for a while (three of them, however long they take), then the server answers.
+        let probed = probes.withLock { $0 }
+        try await waitUntil("three more probes went unanswered") { probes.withLock { $0 } >= probed + 3 }
+        let afterFailedProbes = try await rig.verdictsBeforeSentinel(of: reachability)
+        #expect(afterFailedProbes.last.map(Self.limited(.serverUnreachable)) == true, "still unreachable after unanswered probes: \(afterFailedProbes)")
         answers.withLock { $0 = true }
         try await rig.expect("online once the probe got through") { $0.isOnline }
         // Offline explains everything: a link without carrier is offline, not limited.
@@ -120,16 +172,22 @@ struct HostReachabilityTests {
         answer.withLock { $0 = .resolved([Self.server]) }
         resolver.reresolve()
         try await rig.expect("resolved") { $0.isOnline }
-        // The name moves to the far address; then the old one is blackholed: still online.
+        // The name moves to the far address: the kernel is asked about it, no longer about the
+        // old one.
         answer.withLock { $0 = .resolved([Self.far]) }
         resolver.reresolve()
-        try await Task.sleep(for: .milliseconds(300))
-        try await rig.topology.client.ip("route", "add", "blackhole", "\(VethTopology.serverAddress)/32")
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(rig.latest?.isOnline == true, "the verdict follows the new address: \(String(describing: rig.latest))")
-        // And the far address is what the kernel is asked about now.
-        #expect(rig.monitor.snapshot.kernelRoutes[Self.far] != nil)
-        #expect(rig.monitor.snapshot.kernelRoutes[Self.server] == nil, "the old address is no longer tracked")
+        try await waitUntil("the monitor looks up the far address instead of the old one") {
+            let routes = rig.monitor.snapshot.kernelRoutes
+            return routes[Self.far] != nil && routes[Self.server] == nil
+        }
+        // Then the old address is blackholed: still online, once the reachability has seen it.
+        let oldAddress = IPPrefix("\(VethTopology.serverAddress)/32")!
+        try await rig.topology.client.ip("route", "add", "blackhole", oldAddress.description)
+        try await rig.waitUntilObserved("the blackhole to the old address") { snapshot in
+            snapshot.routes.contains { $0.destination == oldAddress && $0.type == .blackhole }
+        }
+        let afterBlackhole = try await rig.verdictsBeforeSentinel(of: reachability)
+        #expect(afterBlackhole.last?.isOnline == true, "the verdict follows the new address: \(afterBlackhole)")
         try await rig.topology.client.ip("route", "add", "blackhole", "10.88.0.2/32")
         try await rig.expect("blocked at the new address") { $0 == .offline(.blocked) }
     }

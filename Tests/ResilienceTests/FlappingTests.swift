@@ -17,7 +17,8 @@ import TestSupport
 /// monitor still behind the burst agrees too, and its offline verdict comes after the test has
 /// looked. After each burst the test adds an address (a sentinel: no verdict reads it) and waits
 /// until the monitor shows it; the kernel queues a socket's notifications in order, so by then
-/// the monitor has read every announcement of the burst.
+/// the monitor has read every announcement of the burst. The kernel's own announcements, read by
+/// a plain listener, get a sentinel of their own (``waitForAnnouncements(_:after:burst:of:sequence:)``).
 @Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
 struct FlappingTests {
     enum Side: String, Sendable, CaseIterable, CustomTestStringConvertible {
@@ -73,8 +74,8 @@ struct FlappingTests {
                 // Admin-down flushed the default route; put it back as a DHCP client would.
                 try await h.apply([.ip("route replace default via \(ResilienceHarness.gateway4) dev \(ResilienceHarness.link)")], sequence: &sequence)
             }
-            // What the kernel announced in this burst, once its last word (carrier back) is in.
-            let burstEvents = try await waitForAnnouncements(announced, after: announcedBefore)
+            // What the kernel announced in this burst, once the listener has read all of it.
+            let burstEvents = try await waitForAnnouncements(announced, after: announcedBefore, burst: burst, of: h, sequence: &sequence)
             let kernelLost = burstEvents.contains { !Self.hasCarrierFlags($0.flags) }
             if kernelLost { announcedBursts += 1 }
             // The kernel settles (carrier back, routes re-read) while the test clock stands still,
@@ -131,18 +132,33 @@ struct FlappingTests {
         LinkFlags(rawValue: flags).isSuperset(of: [.up, .running, .lowerUp])
     }
 
-    /// The kernel's announcements for the client link after the first `count`, once the last of
-    /// them has the carrier back; none if the kernel announced nothing within 2 s (it coalesced
-    /// the whole burst away). Bounded, real time.
-    private func waitForAnnouncements(_ announced: ReceivedLog<RawLinkEvent>, after count: Int) async throws -> [RawLinkEvent] {
-        let start = ContinuousClock.now
-        while true {
-            let events = Array(announced.all.dropFirst(count))
-            if let last = events.last, Self.hasCarrierFlags(last.flags) { return events }
-            if events.isEmpty, ContinuousClock.now > start + .seconds(2) { return events }
-            guard ContinuousClock.now < start + hangGuard else { throw WaitTimedOut(description: "timed out after \(hangGuard) waiting for the kernel's announcements of a burst to end with the carrier back") }
-            try await Task.sleep(for: .milliseconds(2))
+    /// `IFF_ALLMULTI`: a flag no verdict reads, which the sentinel below turns on and off.
+    static let allMulticast: UInt32 = 0x200
+
+    /// The kernel's announcements for the client link after the first `count`, up to a sentinel
+    /// announcement made after the burst and once the listener has recorded it (bounded, real
+    /// time), so however late the recorder runs, the burst is judged on all it announced.
+    ///
+    /// Carrier changes are announced by the kernel's linkwatch worker, which may run after the
+    /// burst: `ip link show dev` first (RTM_GETLINK makes the kernel apply the link's pending
+    /// linkwatch event there and then, announcing it), then the sentinel, a change of the
+    /// client link's allmulticast flag (on for even bursts, off for odd ones: a listener sees
+    /// only a link's index and flags, so the first announcement with the new setting is the
+    /// sentinel). The kernel queues a socket's announcements in order, so everything before the
+    /// sentinel is the burst's.
+    private func waitForAnnouncements(
+        _ announced: ReceivedLog<RawLinkEvent>, after count: Int, burst: Int, of h: ResilienceHarness, sequence: inout UInt32
+    ) async throws -> [RawLinkEvent] {
+        let on = burst % 2 == 0
+        try await h.apply([
+            .ip("link show dev \(ResilienceHarness.link)"),
+            .ip("link set dev \(ResilienceHarness.link) allmulticast \(on ? "on" : "off")"),
+        ], sequence: &sequence)
+        func isSentinel(_ event: RawLinkEvent) -> Bool { (event.flags & Self.allMulticast != 0) == on }
+        try await waitUntil("the listener recorded burst \(burst)'s sentinel") {
+            announced.all.dropFirst(count).contains(where: isSentinel)
         }
+        return Array(announced.all.dropFirst(count).prefix { !isSentinel($0) })
     }
 
     /// Waits (bounded, real time) until the recorded verdicts satisfy `condition`.

@@ -38,11 +38,13 @@ struct RegressionTests {
         // Removing an address makes the monitor re-read the route table (the kernel may have
         // flushed routes without a word); the IPv6 default route must survive that.
         try await h.apply([.ip("address del 10.77.0.21/24 dev \(ResilienceHarness.link)")], sequence: &sequence)
+        // The re-read comes just after the monitor publishes the removal: agreement is judged
+        // only after it, or it could be judged on the snapshot from before the re-read.
+        try await waitUntil("the address removal made the monitor re-read routes") { h.monitor.statistics.routeResyncs > rereads }
         let after = try await h.waitForAgreement(ipv6Online)
         if let dump = after {
             Issue.record("after the route table was re-read: \(SnapshotDiff(monitor: h.monitor.snapshot, kernel: dump)); verdict \(String(describing: log.latest)), kernel says \(ConnectivityPolicy.evaluate(dump))")
         }
-        #expect(h.monitor.statistics.routeResyncs > rereads, "the address removal should have made the monitor re-read routes")
 
         // Same through a carrier loss and return on the peer side.
         try await h.apply([.peerLink(up: false), .peerLink(up: true)], sequence: &sequence)

@@ -118,7 +118,7 @@ final class ResilienceHarness: Sendable {
 
     /// Waits (bounded) until the monitor's snapshot equals a fresh dump and `agrees` holds for
     /// that dump. Returns `nil` on success, or the last dump seen on timeout.
-    func waitForAgreement(timeout: Duration = .seconds(15), lookingUp addresses: [IPAddress] = [], _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
+    func waitForAgreement(timeout: Duration = hangGuard, lookingUp addresses: [IPAddress] = [], _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
         let deadline = ContinuousClock.now + timeout
         // As in the monitor tests: the last comparison is made after the deadline, on a fresh dump.
         while true {

@@ -7,58 +7,61 @@ import TestSupport
 
 /// A running `store-writer`, read line by line and killed with SIGKILL.
 ///
-/// Every wait happens on a thread of its own (``onDedicatedThread(_:)``): the crash cases run in
-/// parallel, and a blocked cooperative thread each would stall the whole test process.
+/// It runs as a ``ChildProcess``: its output goes to a log file that the test polls (bounded, by
+/// ``waitUntil(_:timeout:interval:isolation:_:)``), and it is reaped with a bounded wait, never by
+/// a read to the end of a pipe or `waitUntilExit()`, which would wait for good on a writer that
+/// hangs.
 private final class Writer: Sendable {
-    let process = Process()
-    private let output = Pipe()
-    private let buffer = Mutex(Data())
+    private let process: ChildProcess
+    /// Lines already handed out by ``waitForLine(_:timeout:where:)``.
+    private let consumed = Mutex(0)
 
-    init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: try BuildProducts.path("store-writer"))
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
+    init(_ arguments: [String], in directory: TemporaryDirectory) throws {
+        process = try ChildProcess([try BuildProducts.path("store-writer")] + arguments, logPath: directory.file("writer-\(UUID().uuidString).log"))
     }
 
-    /// The next line the writer printed; `nil` once it has exited and everything was read.
-    func nextLine() async throws -> String? {
-        try await onDedicatedThread { [self] in
-            while true {
-                let line = buffer.withLock { buffer -> String? in
-                    guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-                    defer { buffer.removeSubrange(buffer.startIndex...newline) }
-                    return String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+    /// Reads lines until one satisfies `predicate`; `nil` when the writer exits first. Waits at
+    /// most `timeout` for it (throws ``WaitTimedOut``, naming `what`).
+    func waitForLine(_ what: String, timeout: Duration = hangGuard, where predicate: (String) -> Bool) async throws -> String? {
+        var found: String??
+        try await waitUntil("the writer prints \(what)", timeout: timeout) {
+            // Whether it ran is read before its output, so once it has exited all it wrote is read.
+            let exited = !process.isRunning
+            // Whole lines only: the writer may be halfway through one.
+            let lines = process.output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+            while let line = consumed.withLock({ index -> String? in
+                guard index < lines.count else { return nil }
+                defer { index += 1 }
+                return lines[index]
+            }) {
+                if predicate(line) {
+                    found = .some(line)
+                    return true
                 }
-                if let line { return line }
-                let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return nil }
-                buffer.withLock { $0.append(chunk) }
             }
+            if exited { found = .some(nil) }
+            return exited
         }
+        return found!
     }
 
-    /// Reads lines until one satisfies `predicate`; `nil` when the writer exits first.
-    func waitForLine(where predicate: (String) -> Bool) async throws -> String? {
-        while let line = try await nextLine() {
-            if predicate(line) { return line }
-        }
-        return nil
+    /// Kills it with SIGKILL and returns its exit status, once reaped (bounded).
+    func kill() async -> Int32 {
+        await process.stop(signal: SIGKILL)
     }
 
-    func kill() async throws {
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        _ = try await waitForExit()
+    /// Its exit status once it has ended by itself; killed, and so failing the caller's check of
+    /// a clean exit, if it has not within `timeout`.
+    func waitForExit(timeout: Duration = hangGuard) async -> Int32 {
+        await process.stop(signal: 0, timeout: timeout)
     }
 
-    func waitForExit() async throws -> Int32 {
-        try await onDedicatedThread { [process] in
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
-    }
+    var output: String { process.output }
 }
+
+/// Whether `status`, as ``Writer/kill()`` returns it, is death by SIGKILL: Foundation reports a
+/// signal's number, ``exitStatus(of:)`` 128 plus it when it reaped the child itself.
+private func killedBySIGKILL(_ status: Int32) -> Bool { status == SIGKILL || status == 128 + SIGKILL }
 
 /// The writer's synthetic feed: page K holds i(5K)...i(5K+4), newest first.
 private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($0)" } }
@@ -71,11 +74,11 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         let dir = try TemporaryDirectory()
         let path = dir.file("crash.sqlite")
         let pages = 6
-        let writer = try Writer([path, "home", String(pages), String(stopPage), stage.rawValue])
-        let line = try await writer.waitForLine { $0.hasPrefix("stopped") }
-        #expect(line == "stopped \(stopPage) \(stage.rawValue)")
-        try await writer.kill()
-        #expect(writer.process.terminationReason == .uncaughtSignal)
+        let writer = try Writer([path, "home", String(pages), String(stopPage), stage.rawValue], in: dir)
+        let line = try await writer.waitForLine("that it stopped") { $0.hasPrefix("stopped") }
+        #expect(line == "stopped \(stopPage) \(stage.rawValue)", "\(writer.output)")
+        let status = await writer.kill()
+        #expect(killedBySIGKILL(status), "the writer ended by itself (status \(status)): \(writer.output)")
 
         let store = try SQLiteFeedStore(path: path)
         let feed = try await store.load(feed: "home")
@@ -86,10 +89,10 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         #expect(feed.olderCursor == (stopPage > 0 ? "c\(stopPage)" : nil), "the cursor belongs to the last whole page")
 
         // Resume from the stored cursors: no gap, no duplicate, nothing reloaded.
-        let resumed = try Writer([path, "home", String(pages)])
-        #expect(try await resumed.waitForLine { $0.hasPrefix("begin") } == "begin \(stopPage)", "resumes at the lost page")
-        #expect(try await resumed.waitForLine { $0 == "done" } == "done")
-        #expect(try await resumed.waitForExit() == 0)
+        let resumed = try Writer([path, "home", String(pages)], in: dir)
+        #expect(try await resumed.waitForLine("its first page") { $0.hasPrefix("begin") } == "begin \(stopPage)", "resumes at the lost page")
+        #expect(try await resumed.waitForLine("done") { $0 == "done" } == "done", "\(resumed.output)")
+        #expect(await resumed.waitForExit() == 0, "\(resumed.output)")
         let final = try await store.items(feed: "home", offset: 0, limit: 1_000).map(\.id)
         #expect(final == expectedIDs(pages: pages))
         let after = try await store.load(feed: "home")
@@ -102,18 +105,19 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         let dir = try TemporaryDirectory()
         let path = dir.file("crash.sqlite")
         // Page 2 makes 15 items; keeping 12 drops the 3 oldest and ends backfill, in that commit.
-        let writer = try Writer([path, "home", "6", "2", SQLiteFeedStore.CommitStage.cursorsWritten.rawValue, "12"])
-        #expect(try await writer.waitForLine { $0.hasPrefix("stopped") } == "stopped 2 cursorsWritten")
-        try await writer.kill()
+        let writer = try Writer([path, "home", "6", "2", SQLiteFeedStore.CommitStage.cursorsWritten.rawValue, "12"], in: dir)
+        #expect(try await writer.waitForLine("that it stopped") { $0.hasPrefix("stopped") } == "stopped 2 cursorsWritten", "\(writer.output)")
+        let status = await writer.kill()
+        #expect(killedBySIGKILL(status), "the writer ended by itself (status \(status)): \(writer.output)")
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 100).map(\.id) == expectedIDs(pages: 2))
         let feed = try await store.load(feed: "home")
         #expect(feed.itemCount == 10 && feed.olderCursor == "c2" && !feed.endReached)
 
         // Run to the end with retention: 12 kept, the newest, and backfill ended by it.
-        let resumed = try Writer([path, "home", "3", "99", SQLiteFeedStore.CommitStage.began.rawValue, "12"])
-        #expect(try await resumed.waitForLine { $0 == "done" } == "done")
-        #expect(try await resumed.waitForExit() == 0)
+        let resumed = try Writer([path, "home", "3", "99", SQLiteFeedStore.CommitStage.began.rawValue, "12"], in: dir)
+        #expect(try await resumed.waitForLine("done") { $0 == "done" } == "done", "\(resumed.output)")
+        #expect(await resumed.waitForExit() == 0, "\(resumed.output)")
         #expect(try await store.items(feed: "home", offset: 0, limit: 100).map(\.id) == Array(expectedIDs(pages: 3).prefix(12)))
         let after = try await store.load(feed: "home")
         #expect(after.itemCount == 12 && after.endReached && after.olderCursor == nil)
@@ -127,18 +131,18 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         var rng = SeededRandomSource(seed: 99)
         var kills = 0
         for _ in 0..<8 {
-            let writer = try Writer([path, "home", String(pages)])
+            let writer = try Writer([path, "home", String(pages)], in: dir)
             let target = Int(rng.next() % 12) + 1
             var begun = 0
-            let finished = try await writer.waitForLine { line in
+            let finished = try await writer.waitForLine("\(target) commits begun") { line in
                 if line.hasPrefix("begin") { begun += 1 }
                 return begun >= target || line == "done"
             }
             if finished == "done" {
-                _ = try await writer.waitForExit()
+                _ = await writer.waitForExit()
                 break
             }
-            try await writer.kill()
+            _ = await writer.kill()
             kills += 1
             let store = try SQLiteFeedStore(path: path)
             let feed = try await store.load(feed: "home")
@@ -153,9 +157,9 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
             }
         }
         #expect(kills > 0)
-        let writer = try Writer([path, "home", String(pages)])
-        #expect(try await writer.waitForLine { $0 == "done" } == "done")
-        #expect(try await writer.waitForExit() == 0)
+        let writer = try Writer([path, "home", String(pages)], in: dir)
+        #expect(try await writer.waitForLine("done with \(pages) pages") { $0 == "done" } == "done", "\(writer.output)")
+        #expect(await writer.waitForExit() == 0, "\(writer.output)")
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 100_000).map(\.id) == expectedIDs(pages: pages))
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import NetlinkProbe
 @testable import SyncDaemon
 import Testing
 
@@ -43,21 +44,60 @@ struct CodePagesTests {
 
     /// A file mapped and read, then paged out: the pages leave this process (the kernel's page
     /// map says so), and reading them again still gives the file's bytes.
-    @Test func pagedOutPagesLeaveAndComeBack() throws {
-        let file = try TemporaryFile(size: 1 << 20)
-        let base = try file.map(protection: PROT_READ)
-        defer { munmap(base, file.size) }
-        let mapped = base.assumingMemoryBound(to: UInt8.self)
-        var sum = 0
-        for offset in stride(from: 0, to: file.size, by: 4096) { sum &+= Int(mapped[offset]) }
-        #expect(residentPages(base, file.size) == file.size / 4096)
-
-        let taken = try #require(CodePages.pageOut())
+    ///
+    /// On one CPU, on a thread of its own: the kernel adds new pages to the LRU lists in per-CPU
+    /// batches, and the page-out can take only pages already on a list; it empties the batch of
+    /// the CPU it runs on, not another's. A thread moved to another CPU between writing the file
+    /// and paging it out would leave some of its pages behind.
+    @Test func pagedOutPagesLeaveAndComeBack() async throws {
+        let pages = 256
+        let seen = try await onDedicatedThread { () throws -> PageOutSeen in
+            Self.stayOnOneCPU()
+            let file = try TemporaryFile(size: pages * 4096)
+            let base = try file.map(protection: PROT_READ)
+            defer { munmap(base, file.size) }
+            let mapped = base.assumingMemoryBound(to: UInt8.self)
+            var sum = 0
+            for offset in stride(from: 0, to: file.size, by: 4096) { sum &+= Int(mapped[offset]) }
+            var seen = PageOutSeen()
+            seen.residentAfterReading = Self.residentPages(base, file.size)
+            seen.taken = CodePages.pageOut()
+            seen.residentAfterPageOut = Self.residentPages(base, file.size)
+            seen.sameBytes = (0..<file.size).allSatisfy { mapped[$0] == file.bytes[$0] }
+            seen.residentAfterRereading = Self.residentPages(base, file.size)
+            return seen
+        }
+        #expect(seen.residentAfterReading == pages)
+        let taken = try #require(seen.taken)
         #expect(taken > 0)
-        #expect(residentPages(base, file.size) == 0)
+        #expect(seen.residentAfterPageOut == 0)
+        #expect(seen.sameBytes)
+        #expect(seen.residentAfterRereading == pages)
+    }
 
-        #expect((0..<file.size).allSatisfy { mapped[$0] == file.bytes[$0] })
-        #expect(residentPages(base, file.size) == file.size / 4096)
+    /// What ``pagedOutPagesLeaveAndComeBack()`` saw on its thread, checked on the test's task
+    /// (an expectation recorded on a thread of its own would not be the test's).
+    struct PageOutSeen: Sendable {
+        var residentAfterReading = -1
+        var taken: Int?
+        var residentAfterPageOut = -1
+        var sameBytes = false
+        var residentAfterRereading = -1
+    }
+
+    /// Binds the calling thread to the CPU it is on (`sched_setaffinity`, which Swift's Glibc
+    /// module leaves out, so it is looked up at run time). Without it, or on failure, the thread
+    /// stays free to move, as before.
+    static func stayOnOneCPU() {
+        typealias GetCPU = @convention(c) () -> Int32
+        typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> Int32
+        let libc = UnsafeMutableRawPointer(bitPattern: 0)
+        guard let getCPU = dlsym(libc, "sched_getcpu"), let setAffinity = dlsym(libc, "sched_setaffinity") else { return }
+        let cpu = Int(unsafeBitCast(getCPU, to: GetCPU.self)())
+        var set = cpu_set_t()
+        guard cpu >= 0, cpu < MemoryLayout<cpu_set_t>.size * 8 else { return }
+        withUnsafeMutableBytes(of: &set) { $0[cpu / 8] |= UInt8(1 << (cpu % 8)) }
+        _ = withUnsafeBytes(of: &set) { unsafeBitCast(setAffinity, to: SetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, $0.baseAddress!) }
     }
 
     /// A file of known bytes, removed at the end of the test.
@@ -72,7 +112,10 @@ struct CodePagesTests {
             bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
             try Data(bytes).write(to: URL(fileURLWithPath: path))
             fd = open(path, O_RDWR)
-            try #require(fd >= 0)
+            guard fd >= 0 else { throw CommandFailed(command: ["open", path], status: errno, stderr: String(cString: strerror(errno))) }
+            // Written back before it is used: the kernel pages out neither dirty pages nor pages
+            // under writeback, and the flusher could start on these at any moment.
+            fsync(fd)
         }
 
         deinit {
@@ -82,14 +125,15 @@ struct CodePagesTests {
 
         /// The whole file, mapped private with `protection`.
         func map(protection: Int32) throws -> UnsafeMutableRawPointer {
-            let base = try #require(mmap(nil, size, protection, MAP_PRIVATE, fd, 0))
-            try #require(base != MAP_FAILED)
+            guard let base = mmap(nil, size, protection, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
+                throw CommandFailed(command: ["mmap", path], status: errno, stderr: String(cString: strerror(errno)))
+            }
             return base
         }
     }
 
     /// Pages of `[base, base + size)` present in this process, from `/proc/self/pagemap`.
-    func residentPages(_ base: UnsafeMutableRawPointer, _ size: Int) -> Int {
+    static func residentPages(_ base: UnsafeMutableRawPointer, _ size: Int) -> Int {
         let fd = open("/proc/self/pagemap", O_RDONLY)
         guard fd >= 0 else { return -1 }
         defer { close(fd) }

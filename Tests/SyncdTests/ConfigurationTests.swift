@@ -121,7 +121,7 @@ import TestSupport
         try "[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nbackfill = \"all\"\n".write(toFile: path, atomically: true, encoding: .utf8)
         let syncd = try BuildProducts.path("syncd")
         let process = try ChildProcess([syncd, "--config", path], logPath: dir.file("log"))
-        let status = await process.stop(signal: 0, timeout: .seconds(30))
+        let status = await process.stop(signal: 0, timeout: hangGuard)
         #expect(status == 78)
         #expect(process.output.contains("\(path):4: feed[0].backfill: must be an integer"), "\(process.output)")
     }

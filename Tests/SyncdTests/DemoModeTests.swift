@@ -37,22 +37,23 @@ import TestSupport
             [try BuildProducts.path("syncd"), "--demo", "--store", directory.file("demo.sqlite"), "--socket", directory.file("io.syncd")],
             logPath: directory.file("syncd.log"))
         let client = SyncControlClient(socketPath: directory.file("io.syncd"))
-        try await waitUntil("the demo feed is synced: \(daemon.output)", timeout: .seconds(60), interval: .milliseconds(100)) {
-            guard let status = try? await client.status() else { return false }
+        try await waitUntil("the demo feed is synced: \(daemon.output)", timeout: hangGuard * 2, interval: .milliseconds(100)) {
+            guard let status = try? await client.boundedStatus() else { return false }
             return status.feeds.first { $0.name == "demo" }.map { $0.itemCount >= 1000 } ?? false
         }
         let child = try #require(Self.demoChild(of: daemon.pid), "no demo-feed child of syncd")
         return (daemon, child)
     }
 
-    @Test(.timeLimit(.minutes(2))) func theDemoSyncsAndAGracefulStopTakesTheServerWithIt() async throws {
+    /// The time limits are above the sum of the waits inside, each a hang guard or two.
+    @Test(.timeLimit(.minutes(3))) func theDemoSyncsAndAGracefulStopTakesTheServerWithIt() async throws {
         let directory = try TemporaryDirectory(prefix: "syncd-demo")
         let (daemon, child) = try await startDemo(in: directory)
         #expect(await daemon.stop(signal: SIGTERM) == 0, "\(daemon.output)")
         try await waitUntil("demo-feed (pid \(child)) stops with syncd") { Self.isGone(child) }
     }
 
-    @Test(.timeLimit(.minutes(2))) func aKilledDaemonTakesTheServerWithIt() async throws {
+    @Test(.timeLimit(.minutes(3))) func aKilledDaemonTakesTheServerWithIt() async throws {
         let directory = try TemporaryDirectory(prefix: "syncd-demo-kill")
         let (daemon, child) = try await startDemo(in: directory)
         _ = await daemon.stop(signal: SIGKILL)

@@ -98,20 +98,20 @@ struct EndToEndTests {
         }
 
         static func waitForServer(_ topology: VethTopology) async throws {
-            for _ in 0..<200 {
-                if (try? await admin(topology, "GET", "/health")) != nil { return }
-                try await Task.sleep(for: .milliseconds(50))
+            try await waitUntil("the demo feed server answers /health", interval: .milliseconds(50)) {
+                (try? await admin(topology, "GET", "/health")) != nil
             }
-            throw CommandFailed(command: ["demo-feed"], status: -1, stderr: "the demo feed server did not come up")
         }
 
         /// An admin request to the feed server, from inside its namespace (admin is loopback-only).
+        /// Its timeout is the hang guard: the server is expected to answer, if late on a loaded
+        /// machine.
         @discardableResult
         static func admin(_ topology: VethTopology, _ method: String, _ path: String) async throws -> String {
             try await topology.server.exec(["python3", "-c", """
                 import sys, urllib.request
                 r = urllib.request.Request("http://127.0.0.1:8080\(path)", method="\(method)")
-                sys.stdout.write(urllib.request.urlopen(r, timeout=5).read().decode())
+                sys.stdout.write(urllib.request.urlopen(r, timeout=\(hangGuard.components.seconds)).read().decode())
                 """])
         }
 
@@ -122,15 +122,21 @@ struct EndToEndTests {
         }
 
         /// Waits (bounded) until the status satisfies `predicate`; the failure names the last status and syncd's log.
-        func waitForStatus(_ what: String, timeout: Duration = .seconds(60), _ predicate: (ControlStatus) -> Bool) async throws -> ControlStatus {
+        ///
+        /// The default bound is twice the hang guard: syncing a feed, a settle period and a retry
+        /// or two come before most of what is waited for.
+        func waitForStatus(_ what: String, timeout: Duration = hangGuard * 2, _ predicate: (ControlStatus) -> Bool) async throws -> ControlStatus {
             let deadline = ContinuousClock.now + timeout
             var last: ControlStatus?
             while true {
-                if let status = try? await client.status() {
+                if let status = try? await client.boundedStatus() {
                     last = status
                     if predicate(status) { return status }
                 }
-                #expect(daemon.isRunning, "syncd exited: \(daemon.output)")
+                guard daemon.isRunning else {
+                    Issue.record("syncd exited while waiting for \(what); last status \(String(describing: last)); syncd log:\n\(daemon.output)")
+                    throw CommandFailed(command: ["wait", what], status: -1, stderr: "syncd exited")
+                }
                 if ContinuousClock.now >= deadline { break }
                 try await Task.sleep(for: .milliseconds(100))
             }
@@ -143,7 +149,8 @@ struct EndToEndTests {
             var ids: [String] = []
             var after: String?
             repeat {
-                let page = try await client.items(feed: feed, limit: 500, after: after)
+                let cursor = after
+                let page = try await client.bounded("ListItems") { try await $0.items(feed: feed, limit: 500, after: cursor) }
                 ids += page.items.map(\.id)
                 after = page.next
             } while after != nil
@@ -164,7 +171,7 @@ struct EndToEndTests {
 
         // A refresh that fails (503): a failed newer load waiting for its retry.
         try await Rig.admin(rig.topology, "POST", "/admin/faults?fault=status:503&count=1000&feed=demo")
-        _ = try await rig.client.refresh(feed: "demo")
+        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
         status = try await rig.waitForStatus("the refresh to fail") { $0.feeds.first?.newer.phase == .failed }
 
         // The link goes: offline with its reason at once, the failed load paused, nothing sent.
@@ -184,8 +191,8 @@ struct EndToEndTests {
         try await Rig.admin(rig.topology, "DELETE", "/admin/faults")
         try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=120")
         let requestsWhileOffline = try await rig.requestCount()
-        _ = try await rig.client.refresh(feed: "demo")
-        _ = try await rig.client.retry(feed: "demo")
+        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
+        _ = try await rig.client.bounded("Retry") { try await $0.retry(feed: "demo") }
         try await Task.sleep(for: .seconds(2))
         #expect(try await rig.requestCount() == requestsWhileOffline, "requests reached the server while offline")
         // The text view shows the same: offline, the reason, paused.
@@ -222,7 +229,7 @@ struct EndToEndTests {
         #expect(status.contains("\"itemCount\":50"), "\(status)")
         for action in ["refresh", "older", "retry"] {
             let process = try ChildProcess(asNobody + [action, "demo", "--socket", socket], logPath: rig.directory.file("\(action).log"))
-            #expect(await process.stop(signal: 0, timeout: .seconds(30)) != 0, "\(action) as nobody must fail")
+            #expect(await process.stop(signal: 0, timeout: hangGuard) != 0, "\(action) as nobody must fail")
             #expect(process.output.contains("permission denied"), "\(process.output)")
         }
         #expect(try await runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
@@ -236,7 +243,7 @@ struct EndToEndTests {
         let first = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
         #expect(first.feeds.first?.presentation.newerNotice == nil, "the first load is not new items")
         try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=3")
-        _ = try await rig.client.refresh(feed: "demo")
+        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
         let status = try await rig.waitForStatus("the new items notice") { $0.feeds.first?.itemCount == 53 && $0.feeds.first?.newer.phase == .loaded }
         #expect(status.feeds.first?.presentation.newerNotice == .newItems(count: 3))
     }

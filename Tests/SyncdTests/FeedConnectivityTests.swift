@@ -75,7 +75,7 @@ struct FeedConnectivityTests {
 
         // A refresh of the paused feed sends nothing; the other feed still syncs.
         let before = try await rig.requestCount()
-        _ = try await rig.client.refresh(feed: "far")
+        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "far") }
         try await Task.sleep(for: .seconds(1))
         #expect(try await rig.requestCount() == before, "a request left for a host the kernel blackholes")
 

@@ -30,9 +30,7 @@ struct ReachabilityLadderTests {
                 logPath: rig.directory.file("dnsmasq.log")
             )
             // It logs "started" once it listens.
-            for _ in 0..<100 where !process.output.contains("started") {
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            try await waitUntil("dnsmasq listens", interval: .milliseconds(50)) { process.output.contains("started") }
         }
 
         /// Replaces the hosts file; dnsmasq reads it again by itself.
@@ -93,9 +91,12 @@ struct ReachabilityLadderTests {
         try hosts.truncate(atOffset: 0)
         try hosts.write(contentsOf: Data("127.0.0.1 localhost\n\(Rig.farAddress) \(Self.name)\n".utf8))
         try hosts.close()
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !rig.daemon.output.contains("addresses=[\(Rig.farAddress)]"), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        do {
+            try await waitUntil("syncd follows the name to the far address", interval: .milliseconds(50)) {
+                rig.daemon.output.contains("addresses=[\(Rig.farAddress)]")
+            }
+        } catch is WaitTimedOut {
+            // The expectation below says so, with the log.
         }
         #expect(rig.daemon.output.contains("feed host resolved addresses=[\(Rig.farAddress)]"), "syncd followed the name:\n\(rig.daemon.output)")
         try await rig.topology.client.ip("route", "add", "blackhole", "\(VethTopology.serverAddress)/32")
@@ -107,7 +108,7 @@ struct ReachabilityLadderTests {
         // And it still syncs: a refresh reaches the server at its new address (a connection kept
         // alive to the old address may fail it once; the retry connects anew).
         let before = try await rig.requestCount()
-        _ = try await rig.client.refresh(feed: "named")
+        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "named") }
         _ = try await rig.waitForStatus("refresh through the new address") { s in
             s.feed(named: "named").map(FeedCondition.init) == .synced && s.feed(named: "named")?.newer.phase == .loaded
         }
@@ -124,13 +125,17 @@ struct ReachabilityLadderTests {
         try await rig.topology.server.ip("route", "add", "blackhole", "\(VethTopology.clientAddress)/32")
         let oracle = try await IPRouteGet.ask(.init(VethTopology.serverAddress)!, in: rig.topology.client)
         #expect(oracle == .via(device: VethTopology.clientLink, gateway: nil), "\(oracle)")
-        // Refreshes are what meet the silence.
-        let deadline = ContinuousClock.now + .seconds(40)
+        // Refreshes are what meet the silence: each takes a connect timeout (2 s) to fail, two
+        // in a row mark the server, and on a loaded machine all of it runs late.
         var limited: ControlStatus?
-        while ContinuousClock.now < deadline, limited == nil {
-            _ = try? await rig.client.refresh(feed: "demo")
-            try await Task.sleep(for: .milliseconds(500))
-            if let s = try? await rig.client.status(), case .limited(.serverUnreachable, _, _, _, _)? = s.feeds.first?.connectivity { limited = s }
+        do {
+            try await waitUntil("limited: server-unreachable", timeout: hangGuard * 2, interval: .milliseconds(500)) {
+                _ = try? await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
+                if let s = try? await rig.client.boundedStatus(), case .limited(.serverUnreachable, _, _, _, _)? = s.feeds.first?.connectivity { limited = s }
+                return limited != nil
+            }
+        } catch is WaitTimedOut {
+            // The guard below records it, with syncd's log.
         }
         guard let limited, case .limited(_, let detail, _, _, _)? = limited.feeds.first?.connectivity else {
             Issue.record("never limited: server-unreachable; syncd log:\n\(rig.daemon.output)")

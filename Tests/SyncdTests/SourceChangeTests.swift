@@ -27,10 +27,14 @@ struct SourceChangeTests {
         defer { Task { [restarted] in _ = await restarted.stop() } }
         let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
         var status: ControlStatus?
-        for _ in 0..<600 {
-            status = try? await client.status()
-            if let feed = status?.feeds.first, feed.itemCount == 90, feed.endReached, feed.older.phase != .loading { break }
-            try await Task.sleep(for: .milliseconds(100))
+        do {
+            try await waitUntil("the restarted syncd synced the new source", timeout: hangGuard * 2, interval: .milliseconds(100)) {
+                status = try? await client.boundedStatus()
+                guard let feed = status?.feeds.first else { return false }
+                return feed.itemCount == 90 && feed.endReached && feed.older.phase != .loading
+            }
+        } catch is WaitTimedOut {
+            // The expectations below name what was missing, with the last status and the log.
         }
         #expect(status?.feeds.first?.itemCount == 90, "\(String(describing: status))\n\(restarted.output)")
         #expect(restarted.output.contains("feed url changed"), "\(restarted.output)")
