@@ -50,11 +50,20 @@ import TestSupport
         [daemon]
         store = "\(directory.file(store))"
         control_socket = "\(directory.file("io.syncd"))"
-        log_level = "info"
+        log_level = "debug"
         [[feed]]
         name = "home"
         url = "http://127.0.0.1:9/feeds/home"
         """
+    }
+
+    /// `GetStatus` from `daemon`, bounded; a failure names the moment and carries syncd's output.
+    static func status(from client: SyncControlClient, of daemon: ChildProcess, _ moment: String) async throws -> ControlStatus {
+        do {
+            return try await client.boundedStatus()
+        } catch {
+            throw WaitTimedOut(description: "GetStatus \(moment): \(error); syncd's output:\n\(daemon.output)")
+        }
     }
 
     /// The time limits here are above the sum of the waits inside, each a hang guard or two.
@@ -70,7 +79,7 @@ import TestSupport
         #expect(messagesA.last?.contains("READY=1") == true, "first instance never became ready: \(first.output)")
         // The moment READY=1 is read, the socket answers, with a connectivity verdict.
         let client = SyncControlClient(socketPath: directory.file("io.syncd"))
-        let status = try await client.boundedStatus()
+        let status = try await Self.status(from: client, of: first, "right after READY=1")
         #expect(status.connectivity.state != .unknown && status.feeds.allSatisfy { $0.connectivity != nil }, "READY=1 before the first verdict: \(status.connectivity)")
         #expect(status.feeds.map(\.name) == ["home"])
 
@@ -86,7 +95,7 @@ import TestSupport
         #expect(!messagesB.contains { $0.split(separator: "\n").contains("READY=1") }, "second instance reported ready: \(messagesB)")
 
         // The first instance still serves: the second neither stole nor removed its socket.
-        #expect(try await client.boundedStatus().version == status.version)
+        #expect(try await Self.status(from: client, of: first, "after the second instance failed").version == status.version)
         #expect(first.isRunning)
         await first.stop()
     }
