@@ -20,6 +20,12 @@ public struct SystemdNotifier: Sendable {
     public var isEnabled: Bool { socketPath != nil }
 
     /// Sends `READY=1`, `STATUS=…` and the like. Failures are returned, never fatal.
+    ///
+    /// Never waits: a reader that stopped reading (a stuck manager, a test's socket) lets only a
+    /// few datagrams queue (`net.unix.max_dgram_qlen`, 10 by default), and a blocking send then
+    /// held the calling thread for good, and with it every task of the executor it serves (the
+    /// control socket stopped answering). A notification that does not fit is dropped, and the
+    /// call returns false.
     @discardableResult
     public func notify(_ assignments: String...) -> Bool {
         guard let socketPath else { return false }
@@ -40,7 +46,7 @@ public struct SystemdNotifier: Sendable {
         let message = Array(assignments.joined(separator: "\n").utf8)
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
-                sendto(fd, message, message.count, Int32(MSG_NOSIGNAL), sockaddrPointer, length)
+                sendto(fd, message, message.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT), sockaddrPointer, length)
             }
         }
         return sent == message.count
