@@ -175,7 +175,8 @@ public func exitStatus(of process: Process) -> Int32 {
         }
         usleep(2000)
     }
-    return process.terminationStatus
+    // Foundation gives a killed child's signal number alone: the same contract either way.
+    return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
 }
 
 /// Whether `pid` has ended and waits to be reaped (state `Z` in /proc/PID/stat).

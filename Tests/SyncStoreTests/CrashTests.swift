@@ -59,10 +59,6 @@ private final class Writer: Sendable {
     var output: String { process.output }
 }
 
-/// Whether `status`, as ``Writer/kill()`` returns it, is death by SIGKILL: Foundation reports a
-/// signal's number, ``exitStatus(of:)`` 128 plus it when it reaped the child itself.
-private func killedBySIGKILL(_ status: Int32) -> Bool { status == SIGKILL || status == 128 + SIGKILL }
-
 /// The writer's synthetic feed: page K holds i(5K)...i(5K+4), newest first.
 private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($0)" } }
 
@@ -78,7 +74,7 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         let line = try await writer.waitForLine("that it stopped") { $0.hasPrefix("stopped") }
         #expect(line == "stopped \(stopPage) \(stage.rawValue)", "\(writer.output)")
         let status = await writer.kill()
-        #expect(killedBySIGKILL(status), "the writer ended by itself (status \(status)): \(writer.output)")
+        #expect(status == 128 + SIGKILL, "the writer ended by itself (status \(status)): \(writer.output)")
 
         let store = try SQLiteFeedStore(path: path)
         let feed = try await store.load(feed: "home")
@@ -108,7 +104,7 @@ private func expectedIDs(pages: Int) -> [String] { (0..<(pages * 5)).map { "i\($
         let writer = try Writer([path, "home", "6", "2", SQLiteFeedStore.CommitStage.cursorsWritten.rawValue, "12"], in: dir)
         #expect(try await writer.waitForLine("that it stopped") { $0.hasPrefix("stopped") } == "stopped 2 cursorsWritten", "\(writer.output)")
         let status = await writer.kill()
-        #expect(killedBySIGKILL(status), "the writer ended by itself (status \(status)): \(writer.output)")
+        #expect(status == 128 + SIGKILL, "the writer ended by itself (status \(status)): \(writer.output)")
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 100).map(\.id) == expectedIDs(pages: 2))
         let feed = try await store.load(feed: "home")

@@ -59,14 +59,17 @@ import TestSupport
 
     /// `GetStatus` from `daemon`, bounded; a failure names the moment and carries syncd's output.
     static func status(from client: SyncControlClient, of daemon: ChildProcess, _ moment: String) async throws -> ControlStatus {
-        try await answer(from: daemon, "GetStatus \(moment)") { try await client.status() }
+        try await answer(from: client, of: daemon, "GetStatus \(moment)") { try await $0.status() }
     }
 
-    /// `call`'s answer from `daemon`, within the hang guard; when none comes, the error carries
-    /// syncd's output (an answer that is an error is rethrown as it is).
-    static func answer<T: Sendable>(from daemon: ChildProcess, _ what: String, _ call: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// ``SyncControlClient/bounded(_:timeout:_:)``, whose error, when no answer comes, also
+    /// carries syncd's output (an answer that is an error is rethrown as it is).
+    static func answer<T: Sendable>(
+        from client: SyncControlClient, of daemon: ChildProcess, _ what: String,
+        _ call: @escaping @Sendable (SyncControlClient) async throws -> T
+    ) async throws -> T {
         do {
-            return try await withHangGuard("syncd to answer \(what)", call)
+            return try await client.bounded(what, call)
         } catch let error as WaitTimedOut {
             throw WaitTimedOut(description: "\(error.description); syncd's output:\n\(daemon.output)")
         }
@@ -116,9 +119,9 @@ import TestSupport
         let messages = try await notify.messages(until: "READY=1", timeout: hangGuard * 2)
         #expect(messages.last?.contains("READY=1") == true, "\(daemon.output)")
         let client = SyncControlClient(socketPath: directory.file("io.syncd"))
-        #expect(try await Self.answer(from: daemon, "LoadOlder") { try await client.loadOlder() } == [], "nothing can load older before a first load")
+        #expect(try await Self.answer(from: client, of: daemon, "LoadOlder") { try await $0.loadOlder() } == [], "nothing can load older before a first load")
         await #expect(throws: SyncControlError.notReady(feed: "home", reason: "the first load has not succeeded yet")) {
-            try await Self.answer(from: daemon, "LoadOlder(home)") { try await client.loadOlder(feed: "home") }
+            try await Self.answer(from: client, of: daemon, "LoadOlder(home)") { try await $0.loadOlder(feed: "home") }
         }
         await daemon.stop()
     }
