@@ -37,11 +37,7 @@ public final class ChildProcess: Sendable {
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = hangGuard) async -> Int32 {
         if let status = exitedStatus.withLock({ $0 }) { return status }
         if !hasExited { kill(process.processIdentifier, signal) }
-        let deadline = ContinuousClock.now + timeout
-        while !hasExited && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if !hasExited { kill(process.processIdentifier, SIGKILL) }
-        let process = self.process
-        let status = (try? await onDedicatedThread { exitStatus(of: process) }) ?? -1
+        let status = await reap(process, timeout: timeout)
         exitedStatus.withLock { $0 = status }
         return status
     }
@@ -55,6 +51,20 @@ public final class ChildProcess: Sendable {
             _ = exitStatus(of: process)
         }
     }
+}
+
+/// Waits (bounded by `timeout`) for `process` to exit, SIGKILLs it when it has not, and reaps
+/// it; returns its status as ``exitStatus(of:)`` reports it (128 + signal when killed).
+///
+/// Not `waitUntilExit()`, which cannot be bounded and can miss an exit (see ``exitStatus(of:)``).
+@discardableResult
+public func reap(_ process: Process, timeout: Duration = hangGuard) async -> Int32 {
+    let pid = process.processIdentifier
+    func hasExited() -> Bool { !process.isRunning || isZombie(pid) }
+    let deadline = ContinuousClock.now + timeout
+    while !hasExited() && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+    if !hasExited() { kill(pid, SIGKILL) }
+    return (try? await onDedicatedThread { exitStatus(of: process) }) ?? -1
 }
 
 /// A temporary directory removed when released.

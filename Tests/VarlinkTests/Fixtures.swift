@@ -182,18 +182,3 @@ func readLine(from fd: Int32, timeout: Duration = hangGuard) async throws -> Str
         return String(decoding: data, as: UTF8.self)
     }
 }
-
-/// Waits (bounded by `timeout`) for `process` to exit, SIGKILLs it when it has not, and reaps
-/// it, as `ChildProcess.stop` does; returns its status as `exitStatus(of:)` reports it.
-///
-/// Not `waitUntilExit()`, which cannot be bounded and can miss an exit (see `exitStatus(of:)`).
-@discardableResult
-func reap(_ process: Process, timeout: Duration = hangGuard) async -> Int32 {
-    let pid = process.processIdentifier
-    let deadline = ContinuousClock.now + timeout
-    while process.isRunning && !isZombie(pid) && ContinuousClock.now < deadline {
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    if process.isRunning && !isZombie(pid) { kill(pid, SIGKILL) }
-    return (try? await onDedicatedThread { exitStatus(of: process) }) ?? -1
-}
