@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "SyncControl", targets: ["SyncControl"]),
         .library(name: "EventLoopClock", targets: ["EventLoopClock"]),
         .library(name: "EventLoopExecutor", targets: ["EventLoopExecutor"]),
+        .library(name: "SyncMetrics", targets: ["SyncMetrics"]),
         .library(name: "SyncDaemon", targets: ["SyncDaemon"]),
         .executable(name: "syncd", targets: ["syncd"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
@@ -43,6 +44,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // MARK: C shim
@@ -210,6 +213,21 @@ let package = Package(
             ],
             resources: [.copy("io.syncd.varlink")]
         ),
+        /// syncd's metrics: recorded through swift-metrics into a Prometheus registry, exposed as
+        /// the Prometheus text format or OpenMetrics, over HTTP, to a textfile, or as bytes.
+        .target(
+            name: "SyncMetrics",
+            dependencies: [
+                "SyncCore", "ConnectivityPolicy",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         /// Terminal renderings of the control API's status and items (syncctl's tables, the live
         /// view), safe for hostile feed text.
         .target(name: "SyncTerminal", dependencies: ["SyncControl", "SyncCore"]),
@@ -221,7 +239,7 @@ let package = Package(
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
                 "HTTPFeedSource", "SyncControl", "AsyncBroadcast", "EventLoopClock",
-                "NameResolution", "ConnectivityCheck", "Reachability", "CMalloc",
+                "NameResolution", "ConnectivityCheck", "Reachability", "CMalloc", "SyncMetrics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -325,6 +343,10 @@ let package = Package(
         ),
         .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "SyncTerminal", "AsyncBroadcast", "TestSupport"]),
         .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
+        .testTarget(
+            name: "SyncMetricsTests",
+            dependencies: ["SyncMetrics", "SyncCore", "ConnectivityPolicy", "TestSupport"]
+        ),
         .testTarget(
             name: "SyncdTests",
             dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "DemoFeedServer", "TestSupport", "NetlinkProbe"]

@@ -28,6 +28,7 @@ public struct HTTPFeedSource: FeedSource {
     private let parser: JSONPageParser
     private let logger: Logger
     private let cache = ValidatorCache()
+    private let received = ReceivedBytes()
     /// The feed's TLS settings (its CA, client certificate); `nil` uses the client's defaults.
     private let tls: TLSConfiguration?
     /// The connection a backfill walks older pages on; `nil` on a shared `HTTPClient`, whose
@@ -44,6 +45,9 @@ public struct HTTPFeedSource: FeedSource {
 
     /// 304 answers so far: refreshes that found nothing new without a body.
     public var notModifiedCount: Int { cache.notModifiedCount }
+
+    /// Bytes of page bodies received so far (after content decoding), whether or not they parsed.
+    public var receivedBodyBytes: Int { received.total.load(ordering: .relaxed) }
 
     /// - Throws: ``FeedError`` when the configuration cannot work (bad URL, empty id field).
     public init(configuration: HTTPFeedConfiguration, client: HTTPFeedClient, logger: Logger = Logger(label: "syncd.http-feed")) throws(FeedError) {
@@ -212,6 +216,7 @@ public struct HTTPFeedSource: FeedSource {
             log(label, started, outcome: "304 Not Modified: nothing new (\(count) so far)")
             return Response(items: [], links: [], notModified: true)
         }
+        received.total.add(raw.body.count, ordering: .relaxed)
         let items: [FeedItem]
         do {
             items = try parser.parse(raw.body)
@@ -448,6 +453,11 @@ struct Validators: Sendable, Hashable {
 
 /// Validators of the last answers to refresh URLs, and the count of 304s. In memory: after a
 /// restart the first refresh is unconditional.
+/// A count shared by a source's copies.
+private final class ReceivedBytes: Sendable {
+    let total = Atomic<Int>(0)
+}
+
 private final class ValidatorCache: Sendable {
     private struct State {
         var validators: [String: Validators] = [:]

@@ -73,6 +73,9 @@ public struct ControlFeed: Sendable, Hashable, Codable {
     public var connectivity: ControlConnectivity?
     /// What a client shows for the feed.
     public var presentation: ControlPresentation
+    /// The feed counts as stale when no page was stored for this long (`stale_after`, in
+    /// seconds); `nil` when not configured.
+    public var staleAfter: Int?
 
     /// A feed's status; `nextRetryAt` is computed from the directions when `nil`.
     public init(
@@ -87,7 +90,8 @@ public struct ControlFeed: Sendable, Hashable, Codable {
         lastSync: Date? = nil,
         nextRetryAt: Date? = nil,
         connectivity: ControlConnectivity? = nil,
-        presentation: ControlPresentation
+        presentation: ControlPresentation,
+        staleAfter: Int? = nil
     ) {
         self.name = name
         self.source = source
@@ -101,6 +105,7 @@ public struct ControlFeed: Sendable, Hashable, Codable {
         self.nextRetryAt = nextRetryAt ?? [initial, older, newer].compactMap(\.nextRetryAt).min()
         self.connectivity = connectivity
         self.presentation = presentation
+        self.staleAfter = staleAfter
     }
 
     /// Every direction, labelled, in display order.
@@ -121,25 +126,28 @@ public struct ControlStatus: Sendable, Hashable, Codable {
     public var banner: ControlOfflineBanner?
     /// Every configured feed, in configuration order.
     public var feeds: [ControlFeed]
+    /// When syncd started; `nil` from a server that does not say.
+    public var started: Date?
 
     /// A status whose summary and banner are derived from the feeds' own connectivity.
-    public init(version: String, internet: ControlConnectivity? = nil, feeds: [ControlFeed]) {
+    public init(version: String, internet: ControlConnectivity? = nil, feeds: [ControlFeed], started: Date? = nil) {
         self.init(
             version: version, connectivity: ControlConnectivitySummary(feeds: feeds), internet: internet,
-            banner: ControlOfflineBanner(feeds: feeds), feeds: feeds
+            banner: ControlOfflineBanner(feeds: feeds), feeds: feeds, started: started
         )
     }
 
     /// A status with its summary and banner given.
     public init(
         version: String, connectivity: ControlConnectivitySummary, internet: ControlConnectivity? = nil,
-        banner: ControlOfflineBanner? = nil, feeds: [ControlFeed]
+        banner: ControlOfflineBanner? = nil, feeds: [ControlFeed], started: Date? = nil
     ) {
         self.version = version
         self.connectivity = connectivity
         self.internet = internet
         self.banner = banner
         self.feeds = feeds
+        self.started = started
     }
 
     /// The feed called `name`, if configured.

@@ -29,6 +29,11 @@ public struct SyncControlClient: Sendable {
         try await call("GetStatus", VarlinkEmpty(), as: SyncControlServer.StatusResult.self).status
     }
 
+    /// The metrics in Prometheus's text format (`GetMetrics`).
+    public func metrics() async throws -> String {
+        try await call("GetMetrics", VarlinkEmpty(), as: SyncControlServer.MetricsResult.self).text
+    }
+
     /// The current status, then every change, until the consumer stops or syncd goes away.
     public func watch() -> AsyncThrowingStream<ControlStatus, any Error> {
         let client = self.client

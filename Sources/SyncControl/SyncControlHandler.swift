@@ -26,6 +26,16 @@ public protocol SyncControlHandler: Sendable {
     /// Stored items of `feed`, newest first, after the item with id `after`.
     /// `limit` is already clamped to 1...``SyncControlServer/Configuration/maxItemsPerPage``.
     func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage
+
+    /// The metrics in Prometheus's text format (`GetMetrics`).
+    func metrics() async throws -> String
+}
+
+extension SyncControlHandler {
+    /// A handler without metrics answers `GetMetrics` with NotReady.
+    public func metrics() async throws -> String {
+        throw SyncControlError.notReady(feed: "*", reason: "this server exports no metrics")
+    }
 }
 
 /// Errors of the `io.syncd` interface, on both sides of the socket.

@@ -113,6 +113,9 @@ public final class SyncControlServer: Sendable, Service {
     /// Connections being served now (each holds one slot).
     public var connectionCount: Int { server.connectionCount }
 
+    /// Connections served now, accepted and refused since the server was made.
+    public var statistics: VarlinkServer.Statistics { server.statistics }
+
     /// Whether the socket came from systemd rather than being bound here.
     public var isSocketActivated: Bool {
         if case .fileDescriptor = server.configuration.listen { return true }
@@ -124,6 +127,7 @@ public final class SyncControlServer: Sendable, Service {
     struct FeedParameter: Codable, Sendable { var feed: String? }
     struct FeedsResult: Codable, Sendable { var feeds: [String] }
     struct StatusResult: Codable, Sendable { var status: ControlStatus }
+    struct MetricsResult: Codable, Sendable { var text: String }
     struct ListItemsParameters: Codable, Sendable {
         var feed: String
         var limit: Int?
@@ -142,6 +146,9 @@ public final class SyncControlServer: Sendable, Service {
             try await relayNewest(from: await handler.statusUpdates()) { status in
                 try await yield(StatusResult(status: status))
             }
+        }
+        interface.method("GetMetrics") { _ in
+            try await mapped { MetricsResult(text: try await handler.metrics()) }
         }
         interface.method("ListItems", parameters: ListItemsParameters.self) { parameters, _ in
             let limit = parameters.limit ?? configuration.defaultItemsPerPage

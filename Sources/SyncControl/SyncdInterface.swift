@@ -14,7 +14,8 @@ public enum SyncdInterface {
     public static let description = """
     # Control interface of syncd, the connectivity-aware feed sync agent.
     #
-    # Read-only methods (GetStatus, Watch, ListItems) are open to every local user.
+    # Read-only methods (GetStatus, Watch, ListItems, GetMetrics) are open to every
+    # local user.
     # Refresh, LoadOlder and Retry change state and are allowed only for root and
     # members of the configured control group; others get
     # org.varlink.service.PermissionDenied. Times are RFC 3339 strings in UTC.
@@ -132,7 +133,10 @@ public enum SyncdInterface {
       nextRetryAt: ?string,
       # Whether the feed's host is reachable, from its own verdict; absent until known.
       connectivity: ?Connectivity,
-      presentation: Presentation
+      presentation: Presentation,
+      # Seconds without a stored page after which the feed is stale (stale_after),
+      # when configured.
+      staleAfter: ?int
     )
 
     type Status (
@@ -144,7 +148,9 @@ public enum SyncdInterface {
       internet: ?Connectivity,
       # Present while any feed cannot reach its host.
       banner: ?OfflineBanner,
-      feeds: []Feed
+      feeds: []Feed,
+      # When syncd started.
+      started: ?string
     )
 
     # A stored item: its id, a one-line summary and the JSON object the server sent.
@@ -161,6 +167,10 @@ public enum SyncdInterface {
     # 'oneway' together with 'more' is refused (InvalidParameter oneway) and the
     # connection is closed.
     method Watch() -> (status: Status)
+
+    # The metrics, as Prometheus's text format: the same as the HTTP endpoint and
+    # the textfile serve.
+    method GetMetrics() -> (text: string)
 
     # Loads newer items of one feed, or of every feed when feed is omitted.
     method Refresh(feed: ?string) -> (feeds: []string)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPFeedSource
 import Logging
 import SyncCore
+import SyncMetrics
 import TOMLKit
 
 extension DaemonConfiguration {
@@ -38,7 +39,7 @@ struct ConfigurationReader {
 
     mutating func read(_ root: TOMLTable) throws(ConfigurationError) -> DaemonConfiguration {
         var config = DaemonConfiguration()
-        try expectOnly(root, keys: ["daemon", "network", "connectivity_check", "retry", "feed"], table: nil)
+        try expectOnly(root, keys: ["daemon", "network", "connectivity_check", "retry", "metrics", "feed"], table: nil)
 
         if let daemon = try table(root, "daemon") {
             let t = Section(name: "daemon", index: nil, table: daemon)
@@ -93,6 +94,27 @@ struct ConfigurationReader {
             if let v = try duration(t, "connect_timeout") { config.connectTimeout = v }
         }
 
+        if let metrics = try table(root, "metrics") {
+            let t = Section(name: "metrics", index: nil, table: metrics)
+            try expectOnly(metrics, keys: ["listen", "textfile", "textfile_interval"], table: t)
+            if let v = try string(t, "listen") {
+                guard let address = MetricsEndpoint.Address(parsing: v) else {
+                    throw error(t, "listen", "must be HOST:PORT (127.0.0.1:9559, [::1]:9559) or an absolute Unix socket path")
+                }
+                config.metricsEndpoint = .init(address: address)
+            }
+            if let v = try string(t, "textfile") {
+                let path = try nonEmpty(t, "textfile", v)
+                guard path.hasPrefix("/") else { throw error(t, "textfile", "must be an absolute path") }
+                guard path.hasSuffix(".prom") else { throw error(t, "textfile", "must end in .prom (node_exporter's textfile collector reads no other names)") }
+                config.metricsTextfile = .init(path: path)
+            }
+            if let v = try duration(t, "textfile_interval") {
+                guard config.metricsTextfile != nil else { throw error(t, "textfile_interval", "needs textfile") }
+                config.metricsTextfile?.interval = v
+            }
+        }
+
         guard let feedValue = root["feed"] else {
             throw ConfigurationError(file: file, key: "feed", message: "no [[feed]] configured: add at least one")
         }
@@ -116,7 +138,7 @@ struct ConfigurationReader {
         try expectOnly(t.table, keys: [
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
             "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
-            "ca_file", "client_certificate", "client_key", "keep_items", "keep_days",
+            "ca_file", "client_certificate", "client_key", "keep_items", "keep_days", "stale_after",
         ], table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -194,7 +216,7 @@ struct ConfigurationReader {
             // Backfill would load what retention deletes, page after page.
             throw error(t, "backfill", "must not exceed keep_items (\(keepItems))")
         }
-        return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge)
+        return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge, staleAfter: try duration(t, "stale_after"))
     }
 
     // MARK: Typed access
@@ -267,19 +289,6 @@ struct ConfigurationReader {
         guard let parsed else { throw error(t, key, "must be a duration: seconds as a number, or a string like \"500ms\", \"2s\", \"5m\", \"1h\"") }
         guard allowZero || parsed > .zero else { throw error(t, key, "must be greater than zero") }
         return parsed
-    }
-}
-
-/// Parses "500ms", "2s", "1.5s", "5m", "1h".
-enum DurationParser {
-    static func parse(_ text: String) -> Duration? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        for (suffix, scale) in units where trimmed.hasSuffix(suffix) {
-            guard let number = Double(trimmed.dropLast(suffix.count)), number.isFinite, number >= 0 else { return nil }
-            return .milliseconds(Int64((number * scale * 1000).rounded()))
-        }
-        return nil
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPFeedSource
 import Logging
 import SyncCore
+import SyncMetrics
 
 /// Everything syncd is configured with, read from TOML (`/etc/syncd/syncd.toml` by default).
 ///
@@ -25,6 +26,11 @@ import SyncCore
 /// body = "ok"                             # the body must start with this (optional)
 /// interval = "5m"
 /// timeout = "10s"
+///
+/// [metrics]                             # all optional; syncctl metrics always works
+/// listen = "127.0.0.1:9559"               # HTTP /metrics; or a Unix socket path
+/// textfile = "/var/lib/prometheus/node-exporter/syncd.prom"  # for node_exporter's textfile collector
+/// textfile_interval = "15s"               # at most one write this often
 ///
 /// [retry]
 /// base = "1s"
@@ -52,6 +58,7 @@ import SyncCore
 /// client_key = "/etc/syncd/client.key"
 /// keep_items = 5000                       # retention: at most this many items
 /// keep_days = 30                          # retention: drop items stored longer ago
+/// stale_after = "1h"                      # syncctl status exits 2 when no page was stored this long
 /// ```
 public struct DaemonConfiguration: Sendable {
     /// The SQLite store (`store`); its directory is created when missing.
@@ -84,6 +91,10 @@ public struct DaemonConfiguration: Sendable {
     public var connectivityCheck: ConnectivityCheck?
     /// The `[[feed]]` tables, in file order.
     public var feeds: [Feed] = []
+    /// The HTTP metrics endpoint (`[metrics] listen`); `nil`: none.
+    public var metricsEndpoint: MetricsEndpoint.Configuration?
+    /// The metrics textfile (`[metrics] textfile`, `textfile_interval`); `nil`: none.
+    public var metricsTextfile: MetricsTextfileConfiguration?
 
     /// The `[connectivity_check]` table: NetworkManager's connectivity check, for captive portals.
     public struct ConnectivityCheck: Sendable {
@@ -116,6 +127,8 @@ public struct DaemonConfiguration: Sendable {
         public var keepItems: Int?
         /// Retention: items stored longer ago than this are dropped (`keep_days`).
         public var keepAge: Duration?
+        /// Health: the feed is stale when no page was stored for this long (`stale_after`).
+        public var staleAfter: Duration?
     }
 
     /// The defaults, with no feeds.

@@ -3,6 +3,7 @@ import EventLoopClock
 import Foundation
 import SyncControl
 import SyncCoordinator
+import SyncMetrics
 import SyncCore
 import SyncStore
 
@@ -12,6 +13,8 @@ struct DaemonControlHandler: SyncControlHandler {
     let store: SQLiteFeedStore
     let broadcaster: Broadcast<ControlStatus>
     let feedNames: [String]
+    /// The metrics, made on request.
+    let metrics: DaemonMetrics
 
     func status() async throws -> ControlStatus {
         guard let current = broadcaster.latest else {
@@ -77,6 +80,10 @@ struct DaemonControlHandler: SyncControlHandler {
         }
         let page = items.prefix(limit)
         return ControlItemPage(items: page.map(ControlItem.init), next: items.count > limit ? page.last?.id : nil)
+    }
+
+    func metrics() async throws -> String {
+        String(decoding: await metrics.exposition(.prometheusText), as: UTF8.self)
     }
 
     private func resolve(_ feed: String?) throws -> [String] {

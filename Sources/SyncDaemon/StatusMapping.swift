@@ -49,7 +49,9 @@ enum StatusMapping {
         return ControlPresentation(main: main, offlineBanner: banner(p.offlineBanner), olderFooter: footer, newerNotice: notice)
     }
 
-    static func feed(_ state: FeedState, source: String?, rows: [ControlRow], skeletonRows: Int = Presentation.defaultSkeletonRows) -> ControlFeed {
+    static func feed(
+        _ state: FeedState, source: String?, rows: [ControlRow], staleAfter: Duration? = nil, skeletonRows: Int = Presentation.defaultSkeletonRows
+    ) -> ControlFeed {
         ControlFeed(
             name: state.feed,
             source: source,
@@ -62,7 +64,8 @@ enum StatusMapping {
             lastSync: state.lastSyncAt,
             nextRetryAt: state.nextRetryAt,
             connectivity: connectivity(state.connectivity),
-            presentation: presentation(state, rows: rows, skeletonRows: skeletonRows)
+            presentation: presentation(state, rows: rows, skeletonRows: skeletonRows),
+            staleAfter: staleAfter.map { Int($0.components.seconds) }
         )
     }
 

@@ -17,6 +17,10 @@ actor StatusReporter: Service {
     private let broadcaster: Broadcast<ControlStatus>
     private let notifier: SystemdNotifier
     private let sources: [String: String]
+    /// Each feed's `stale_after`, where configured.
+    private let staleAfter: [String: Duration]
+    /// When the daemon started, as the status reports it.
+    private let started = Date()
     private let contentRows: Int
     private let logger: Logger
     private let verdicts: AsyncStream<Verdict>
@@ -34,7 +38,7 @@ actor StatusReporter: Service {
 
     init(
         coordinator: SyncCoordinator<EventLoopClock>, store: SQLiteFeedStore, broadcaster: Broadcast<ControlStatus>,
-        notifier: SystemdNotifier, sources: [String: String], contentRows: Int,
+        notifier: SystemdNotifier, sources: [String: String], staleAfter: [String: Duration] = [:], contentRows: Int,
         connectivity verdicts: AsyncStream<Verdict>, clock: EventLoopClock, logger: Logger
     ) {
         self.clock = clock
@@ -44,6 +48,7 @@ actor StatusReporter: Service {
         self.broadcaster = broadcaster
         self.notifier = notifier
         self.sources = sources
+        self.staleAfter = staleAfter
         self.contentRows = contentRows
         self.logger = logger
     }
@@ -97,12 +102,12 @@ actor StatusReporter: Service {
         var feeds: [ControlFeed] = []
         for state in states {
             let items = (try? await store.items(feed: state.feed, offset: 0, limit: contentRows)) ?? []
-            feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: rows(for: items, feed: state.feed)))
+            feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: rows(for: items, feed: state.feed), staleAfter: staleAfter[state.feed]))
         }
         // The summary and banner come from each feed's own verdict; the internet verdict is
         // shown beside them, for information only.
         let internet = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
-        let status = ControlStatus(version: SyncDaemonService.version, internet: internet, feeds: feeds)
+        let status = ControlStatus(version: SyncDaemonService.version, internet: internet, feeds: feeds, started: started)
         broadcaster.publishIfChanged(status)
         let line = StatusMapping.statusLine(feeds: states, connectivity: status.connectivity)
         if line != statusLine {

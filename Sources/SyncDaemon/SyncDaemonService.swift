@@ -13,6 +13,7 @@ import ServiceLifecycle
 import SyncControl
 import SyncCoordinator
 import SyncCore
+import SyncMetrics
 import SyncStore
 
 /// syncd as a swift-service-lifecycle `Service`: the netlink monitor feeds one verdict stream
@@ -93,10 +94,14 @@ public struct SyncDaemonService: Service {
     private func runParts(store: SQLiteFeedStore, monitor: NetlinkMonitor, client: HTTPFeedClient, checker: ConnectivityChecker?) async throws {
         let coordinator = SyncCoordinator(store: store, clock: clock, logger: logger)
         let resolver = NameResolver(configuration: .init(refreshInterval: configuration.resolveInterval), logger: logger)
+        let metrics = SyncdMetrics(version: Self.version)
         var reachabilities: [HostReachability<EventLoopClock>] = []
         var sources: [String: String] = [:]
+        var httpSources: [String: HTTPFeedSource] = [:]
+        var hostsCounted = Set<String>()
         for feed in configuration.feeds {
             let http = try HTTPFeedSource(configuration: feed.http, client: client, logger: logger)
+            httpSources[feed.name] = http
             // The configured URL is the authority: cursors stored for another URL would keep
             // reading the old source.
             if case .changed(let previous) = try await store.adopt(source: feed.http.url.absoluteString, feed: feed.name) {
@@ -109,8 +114,16 @@ public struct SyncDaemonService: Service {
             let reachability = feedReachability(feed, monitor: monitor, resolver: resolver)
             reachabilities.append(reachability)
             logger.info("feed", metadata: ["feed": "\(feed.name)", "url": "\(feed.http.url.redactedForLog)", "reachability": "\(reachability.destination)"])
-            let source = EvidenceRecordingSource(base: http, reachability: reachability, host: feed.http.url.host ?? "the server")
-            let coordinated = try await coordinator.addFeed(feed.name, source: source, configuration: feed.sync, verdicts: reachability.verdicts())
+            let host = feed.http.url.host ?? "the server"
+            let source = MetricsRecordingSource(
+                base: EvidenceRecordingSource(base: http, reachability: reachability, host: host), feed: feed.name, metrics: metrics)
+            // Feeds of one host have a ladder each, with the same verdicts: one counts the host's changes.
+            let counted = hostsCounted.insert(host).inserted
+            let verdicts = reachability.verdicts().map { @Sendable verdict in
+                if counted { metrics.verdict(verdict, host: host) }
+                return verdict
+            }
+            let coordinated = try await coordinator.addFeed(feed.name, source: source, configuration: feed.sync, verdicts: verdicts)
             // The stream delivers the verdict too, but asynchronously: handing one over now means
             // a feed that starts offline never sends its first request before it knows. A name
             // not yet resolved is judged by the internet at large until it is.
@@ -121,15 +134,20 @@ public struct SyncDaemonService: Service {
         }
 
         let broadcaster = Broadcast<ControlStatus>(bufferingNewest: 1)
-        let handler = DaemonControlHandler(coordinator: coordinator, store: store, broadcaster: broadcaster, feedNames: configuration.feeds.map(\.name))
+        let lateServer = Late<SyncControlServer>()
+        let exposition = DaemonMetrics(
+            metrics: metrics, coordinator: coordinator, sources: httpSources, storePath: configuration.storePath, server: lateServer)
+        let handler = DaemonControlHandler(
+            coordinator: coordinator, store: store, broadcaster: broadcaster, feedNames: configuration.feeds.map(\.name), metrics: exposition)
         let server = SyncControlServer(
             handler: handler,
             configuration: .init(socketPath: configuration.controlSocketPath, controlGroup: configuration.controlGroup, version: Self.version),
             logger: logger
         )
+        lateServer.set(server)
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
-            sources: sources, contentRows: contentRows,
+            sources: sources, staleAfter: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.staleAfter }, contentRows: contentRows,
             connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock),
             clock: clock, logger: logger
         )
@@ -171,6 +189,18 @@ public struct SyncDaemonService: Service {
                 serviceName: "coordinator"
             ),
         ]
+        if let endpoint = configuration.metricsEndpoint {
+            parts.append(.init(
+                service: MetricsEndpoint(configuration: endpoint, logger: logger) { await exposition.exposition($0) },
+                serviceName: "metrics endpoint"))
+        }
+        if let textfile = configuration.metricsTextfile {
+            parts.append(.init(
+                service: MetricsTextfile(configuration: textfile, changes: await coordinator.updates(), clock: clock, logger: logger) {
+                    await exposition.exposition(.prometheusText)
+                },
+                serviceName: "metrics textfile"))
+        }
         let store = store
         parts.append(.init(
             service: UntilShutdown {

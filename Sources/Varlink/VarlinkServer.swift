@@ -75,6 +75,37 @@ public final class VarlinkServer: Sendable {
         var readyWaiters: [CheckedContinuation<Bool, Never>] = []
         /// `nil` until ``run()`` either listens (`true`) or fails to (`false`).
         var listening: Bool?
+        var accepted = 0
+        var refused: [Refusal: Int] = [:]
+    }
+
+    /// Why a client was refused as it connected.
+    public enum Refusal: String, Sendable, Hashable, CaseIterable {
+        /// The server is stopping.
+        case stopping
+        /// Every slot (or every slot not reserved for root) is taken.
+        case connectionLimit = "connection_limit"
+        /// The client's user holds its share of slots.
+        case userLimit = "user_limit"
+
+        /// In words, as the log says it.
+        var message: String {
+            switch self {
+            case .stopping: "stopping"
+            case .connectionLimit: "connection limit reached"
+            case .userLimit: "per-user connection limit reached"
+            }
+        }
+    }
+
+    /// Connections served now, accepted and refused (by why) since the server was made.
+    public struct Statistics: Sendable, Hashable {
+        /// Connections being served now.
+        public var open: Int
+        /// Connections accepted so far.
+        public var accepted: Int
+        /// Connections refused so far, by why.
+        public var refused: [Refusal: Int]
     }
 
     /// A server for `service`; `run()` starts it.
@@ -92,6 +123,11 @@ public final class VarlinkServer: Sendable {
 
     /// The number of connections being served now.
     public var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// The connection counts now.
+    public var statistics: Statistics {
+        state.withLock { Statistics(open: $0.connections, accepted: $0.accepted, refused: $0.refused) }
+    }
 
     /// Returns once the socket is listening (`true`) or ``run()`` has failed to listen
     /// (`false`), so callers report readiness (`sd_notify READY=1`) only when clients can
@@ -210,19 +246,19 @@ public final class VarlinkServer: Sendable {
                 close(fd)
                 continue
             }
-            let refusal = state.withLock { state -> String? in
-                if state.stopping { return "stopping" }
-                let isRoot = peer.uid == 0
-                let limit = isRoot ? configuration.maxConnections : configuration.maxConnections - configuration.reservedForRoot
-                guard state.connections < limit else { return "connection limit reached" }
-                let mine = state.connectionsByUser[peer.uid, default: 0]
-                guard isRoot || mine < configuration.maxConnectionsPerUser else { return "per-user connection limit reached" }
+            let refusal = state.withLock { state -> Refusal? in
+                let refusal = Self.refusal(of: peer, in: state, configuration: configuration)
+                if let refusal {
+                    state.refused[refusal, default: 0] += 1
+                    return refusal
+                }
                 state.connections += 1
-                state.connectionsByUser[peer.uid] = mine + 1
+                state.accepted += 1
+                state.connectionsByUser[peer.uid, default: 0] += 1
                 return nil
             }
             if let refusal {
-                logger.warning("varlink: \(refusal), refusing a client", metadata: [
+                logger.warning("varlink: \(refusal.message), refusing a client", metadata: [
                     "uid": "\(peer.uid)", "limit": "\(configuration.maxConnections)", "perUser": "\(configuration.maxConnectionsPerUser)",
                 ])
                 close(fd)
@@ -230,6 +266,16 @@ public final class VarlinkServer: Sendable {
             }
             continuation.yield(AcceptedSocket(fd: fd, peer: peer))
         }
+    }
+
+    /// Why `peer` may not have a slot now, or `nil` when it may.
+    private static func refusal(of peer: VarlinkPeer, in state: State, configuration: Configuration) -> Refusal? {
+        if state.stopping { return .stopping }
+        let isRoot = peer.uid == 0
+        let limit = isRoot ? configuration.maxConnections : configuration.maxConnections - configuration.reservedForRoot
+        guard state.connections < limit else { return .connectionLimit }
+        guard isRoot || state.connectionsByUser[peer.uid, default: 0] < configuration.maxConnectionsPerUser else { return .userLimit }
+        return nil
     }
 
     private func serve(_ socket: AcceptedSocket) async {

@@ -9,11 +9,11 @@ struct SyncCtl: AsyncParsableCommand {
         commandName: "syncctl",
         abstract: "Query and control syncd, the connectivity-aware sync agent.",
         discussion: """
-            Reading (status, watch, items) works for every user. refresh, older and retry \
+            Reading (status, watch, items, metrics) works for every user. refresh, older and retry \
             need root or membership in syncd's control group.
             """,
         version: SyncdInterface.version,
-        subcommands: [StatusCommand.self, WatchCommand.self, RefreshCommand.self, OlderCommand.self, RetryCommand.self, ItemsCommand.self],
+        subcommands: [StatusCommand.self, WatchCommand.self, RefreshCommand.self, OlderCommand.self, RetryCommand.self, ItemsCommand.self, MetricsCommand.self],
         defaultSubcommand: StatusCommand.self
     )
 }
