@@ -90,9 +90,10 @@ public enum MetricCatalog {
     public static let storeLogSize = MetricDescription(
         name: "syncd_store_wal_size_bytes", kind: .gauge, labels: [],
         help: "Size of the SQLite store's write-ahead log.")
-    /// `syncd_control_connections`.
+    /// `syncd_control_open_connections` (not `syncd_control_connections`, which in OpenMetrics
+    /// is the name of ``controlAccepted``'s family).
     public static let controlConnections = MetricDescription(
-        name: "syncd_control_connections", kind: .gauge, labels: [],
+        name: "syncd_control_open_connections", kind: .gauge, labels: [],
         help: "Control socket connections open now.")
     /// `syncd_control_connections_total`.
     public static let controlAccepted = MetricDescription(

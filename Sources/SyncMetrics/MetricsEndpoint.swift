@@ -134,7 +134,8 @@ public struct MetricsEndpoint: Service {
                     for try await connection in inbound {
                         guard open.count.add(1, ordering: .relaxed).newValue <= limit else {
                             open.count.subtract(1, ordering: .relaxed)
-                            connection.channel.close(promise: nil)
+                            // Through its writer, which must be finished before it goes.
+                            try? await connection.executeThenClose { _, _ in }
                             continue
                         }
                         group.addTask {

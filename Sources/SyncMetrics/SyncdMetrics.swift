@@ -95,6 +95,10 @@ public final class SyncdMetrics: Sendable {
     public func update(_ states: [FeedState]) {
         for state in states {
             let feed = [("feed", state.feed)]
+            // Counters exist from zero, so the first retry shows as an increase.
+            for direction in Direction.allCases {
+                counter(MetricCatalog.feedRetries, feed + [("direction", direction.rawValue)]).increment(by: 0)
+            }
             gauge(MetricCatalog.feedItems, feed).record(state.itemCount)
             if let last = state.lastSyncAt {
                 gauge(MetricCatalog.feedLastSuccess, feed).record(last.timeIntervalSince1970)
