@@ -128,6 +128,17 @@ public struct MetricsEndpoint: Service {
         let open = OpenConnections()
         let limit = configuration.maxConnections
         let collect = self.collect
+        do {
+            try await serve(server, open: open, limit: limit, collect: collect)
+        } catch is CancellationError {
+            // Stopped for shutdown: the ending asked for.
+        }
+    }
+
+    private func serve(
+        _ server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>,
+        open: OpenConnections, limit: Int, collect: @escaping Collect
+    ) async throws {
         try await cancelWhenGracefulShutdown {
             try await withThrowingDiscardingTaskGroup { group in
                 try await server.executeThenClose { inbound in

@@ -75,8 +75,10 @@ public struct MetricsTextfile<C: Clock, Change: Sendable>: Service where C.Durat
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw TextfileError(path: temporary, operation: "create", errno: errno) }
         var failure: TextfileError?
+        // Readable by node_exporter's user whatever the daemon's umask (the unit's is 0077).
+        if fchmod(fd, 0o644) != 0 { failure = TextfileError(path: temporary, operation: "set permissions of", errno: errno) }
         var offset = 0
-        while offset < bytes.count, failure == nil {
+        while failure == nil, offset < bytes.count {
             let count = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno != EINTR { failure = TextfileError(path: temporary, operation: "write", errno: errno) }

@@ -22,23 +22,27 @@ public struct ProcessSample: Sendable, Hashable {
         self.startTime = startTime
     }
 
-    /// This process now, from `/proc/self/stat`, `/proc/self/fd` and the boot time in
-    /// `/proc/stat`; `nil` where `/proc` is not mounted or not Linux's.
+    /// This process now, from `/proc/self/stat` and `/proc/self/fd`; `nil` where `/proc` is not
+    /// mounted or not Linux's.
+    ///
+    /// The boot time comes from the clocks (wall time less `CLOCK_BOOTTIME`), not `/proc/stat`,
+    /// which the unit's `ProcSubset=pid` hides.
     public static func current() -> ProcessSample? {
-        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-              let system = try? String(contentsOfFile: "/proc/stat", encoding: .utf8)
-        else { return nil }
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8) else { return nil }
+        var sinceBoot = timespec()
+        guard clock_gettime(CLOCK_BOOTTIME, &sinceBoot) == 0 else { return nil }
+        let bootTime = Date().timeIntervalSince1970 - (Double(sinceBoot.tv_sec) + Double(sinceBoot.tv_nsec) / 1e9)
         let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count).map { $0 - 1 } ?? 0
-        return parse(stat: stat, system: system, openDescriptors: descriptors,
+        return parse(stat: stat, bootTime: bootTime, openDescriptors: descriptors,
                      ticksPerSecond: Double(sysconf(Int32(_SC_CLK_TCK))), pageSize: Int(sysconf(Int32(_SC_PAGESIZE))))
     }
 
-    /// A sample from the text of `/proc/self/stat` and `/proc/stat`.
+    /// A sample from the text of `/proc/self/stat` and the boot time (Unix time).
     ///
     /// The command name (field 2) is in parentheses and may hold spaces and parentheses itself:
     /// fields are counted from after its last `)`. `openDescriptors` is passed through (listing
     /// `/proc/self/fd` opens one more, which the caller takes off).
-    static func parse(stat: String, system: String, openDescriptors: Int, ticksPerSecond: Double, pageSize: Int) -> ProcessSample? {
+    static func parse(stat: String, bootTime boot: Double, openDescriptors: Int, ticksPerSecond: Double, pageSize: Int) -> ProcessSample? {
         guard let close = stat.lastIndex(of: ")") else { return nil }
         // Field 3 (state) is the first after the name; utime is field 14, stime 15,
         // starttime 22, rss 24.
@@ -47,10 +51,7 @@ public struct ProcessSample: Sendable, Hashable {
             let index = number - 3
             return fields.indices.contains(index) ? Double(fields[index]) : nil
         }
-        guard let user = field(14), let kernel = field(15), let start = field(22), let rss = field(24), ticksPerSecond > 0,
-              let bootLine = system.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
-              let boot = Double(bootLine.dropFirst(6).trimmingCharacters(in: .whitespaces))
-        else { return nil }
+        guard let user = field(14), let kernel = field(15), let start = field(22), let rss = field(24), ticksPerSecond > 0 else { return nil }
         return ProcessSample(
             cpuSeconds: (user + kernel) / ticksPerSecond,
             residentBytes: Int(rss) * pageSize,

@@ -60,6 +60,9 @@ struct MetricsTextfileTests {
         try await waitUntil("the write of a change long after the last") { Self.contents(path) == "a 3\n" }
         #expect(clock.sleepers.isEmpty, "nothing sleeps between changes")
 
+        // Readable by others (node_exporter runs as its own user) whatever this process's umask.
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o644)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0 != "syncd.prom" }
         #expect(leftovers.isEmpty, "\(leftovers)")
         running.cancel()

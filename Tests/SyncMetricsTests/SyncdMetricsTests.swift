@@ -2,6 +2,7 @@ import ConnectivityPolicy
 import Foundation
 import SyncCore
 import Testing
+import TestSupport
 @testable import SyncMetrics
 
 /// A reading of the Prometheus text format written here, sharing nothing with the exposition
@@ -198,19 +199,23 @@ struct ProcessSampleTests {
     /// The command name may hold spaces and parentheses: fields count from its last `)`.
     @Test func statWithAHostileCommandName() throws {
         let stat = "4242 (sync d) (x) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 9 0 1000 123456789 3000 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0"
-        let system = "cpu  1 2 3\nbtime 1700000000\nprocesses 5\n"
-        let sample = try #require(ProcessSample.parse(stat: stat, system: system, openDescriptors: 9, ticksPerSecond: 100, pageSize: 4096))
+        let sample = try #require(ProcessSample.parse(stat: stat, bootTime: 1_700_000_000, openDescriptors: 9, ticksPerSecond: 100, pageSize: 4096))
         #expect(sample.cpuSeconds == 3.0)
         #expect(sample.residentBytes == 3000 * 4096)
         #expect(sample.startTime == Date(timeIntervalSince1970: 1_700_000_010))
         #expect(sample.openDescriptors == 9)
-        #expect(ProcessSample.parse(stat: "4242 (x", system: system, openDescriptors: 0, ticksPerSecond: 100, pageSize: 4096) == nil)
-        #expect(ProcessSample.parse(stat: stat, system: "cpu 1\n", openDescriptors: 0, ticksPerSecond: 100, pageSize: 4096) == nil)
+        #expect(ProcessSample.parse(stat: "4242 (x", bootTime: 0, openDescriptors: 0, ticksPerSecond: 100, pageSize: 4096) == nil)
+        #expect(ProcessSample.parse(stat: "4242 (x) S 1 2", bootTime: 0, openDescriptors: 0, ticksPerSecond: 100, pageSize: 4096) == nil)
     }
 
-    /// This process, read from /proc: plausible figures (it runs, so it used CPU and memory).
-    @Test func thisProcess() throws {
+    /// This process, read from /proc: its start time agrees with the kernel's own answer for
+    /// it (`ps -o lstart`, to the second), and the other figures are plausible.
+    @Test func thisProcess() async throws {
         let sample = try #require(ProcessSample.current())
+        let started = try await runCommand(["ps", "-o", "etimes=", "-p", "\(getpid())"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let elapsed = try #require(Double(started))
+        // etimes counts whole seconds from the same start: the two agree within one tick and one second.
+        #expect(abs(Date().timeIntervalSince(sample.startTime) - elapsed) < 2.5, "start \(sample.startTime), ps etimes \(elapsed)")
         #expect(sample.residentBytes > 0)
         #expect(sample.openDescriptors >= 3)
         #expect(sample.startTime <= Date())
