@@ -18,7 +18,9 @@ public struct ControlHealth: Sendable, Hashable {
     public enum ExitStatus: Int32, Sendable, CaseIterable {
         /// Every feed is healthy.
         case healthy = 0
-        /// syncctl could not get a status (syncd not running, no permission, a bad argument).
+        /// syncctl could not get a status (syncd not running, no permission to connect, a feed
+        /// name that is not configured). A malformed command line exits 64 (`EX_USAGE`) before
+        /// anything is asked.
         case unavailable = 1
         /// Some feed is stale, none failed.
         case stale = 2

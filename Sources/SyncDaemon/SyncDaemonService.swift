@@ -145,6 +145,9 @@ public struct SyncDaemonService: Service {
             logger: logger
         )
         lateServer.set(server)
+        let endpoint = configuration.metricsEndpoint.map { endpoint in
+            MetricsEndpoint(configuration: endpoint, logger: self.logger) { await exposition.exposition($0) }
+        }
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
             sources: sources, staleAfter: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.staleAfter }, contentRows: contentRows,
@@ -184,14 +187,22 @@ public struct SyncDaemonService: Service {
             .init(service: reporter, serviceName: "status reporter"),
             .init(
                 service: ClosureService {
-                    try await self.sync(coordinator: coordinator, server: server, reporter: reporter, broadcaster: broadcaster, monitor: monitor)
+                    try await self.sync(
+                        coordinator: coordinator, server: server, endpoint: endpoint, reporter: reporter, broadcaster: broadcaster, monitor: monitor)
                 },
                 serviceName: "coordinator"
             ),
         ]
-        if let endpoint = configuration.metricsEndpoint {
+        if let endpoint {
             parts.append(.init(
-                service: MetricsEndpoint(configuration: endpoint, logger: logger) { await exposition.exposition($0) },
+                service: ClosureService {
+                    do {
+                        try await endpoint.run()
+                    } catch {
+                        logger.critical("metrics endpoint failed", metadata: ["error": "\(error)"])
+                        throw error
+                    }
+                },
                 serviceName: "metrics endpoint"))
         }
         if let textfile = configuration.metricsTextfile {
@@ -238,14 +249,19 @@ public struct SyncDaemonService: Service {
     /// The coordinator's lifetime: started once clients can connect, stopped on shutdown.
     ///
     /// READY=1 means clients can connect and see a verdict: only once the socket is bound (a
-    /// second instance fails there and never reports ready) and the status carries the
-    /// connectivity the monitor already knows, not "unknown".
+    /// second instance fails there and never reports ready), the metrics endpoint listens when
+    /// one is configured, and the status carries the connectivity the monitor already knows,
+    /// not "unknown".
     private func sync(
-        coordinator: SyncCoordinator<EventLoopClock>, server: SyncControlServer, reporter: StatusReporter,
+        coordinator: SyncCoordinator<EventLoopClock>, server: SyncControlServer, endpoint: MetricsEndpoint?, reporter: StatusReporter,
         broadcaster: Broadcast<ControlStatus>, monitor: NetlinkMonitor
     ) async throws {
+        // The server's or the endpoint's own failure ends the group and says why.
         guard await server.waitUntilListening() else {
-            // The server's own failure ends the group and says why.
+            try? await gracefulShutdown()
+            return
+        }
+        if let endpoint, await endpoint.waitUntilListening() == nil {
             try? await gracefulShutdown()
             return
         }

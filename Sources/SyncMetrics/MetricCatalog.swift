@@ -18,7 +18,8 @@ public struct MetricDescription: Sendable, Hashable {
     /// Its type.
     public let kind: Kind
     /// Its label names; every label's values are bounded (feed names, directions, outcomes,
-    /// reasons), never URLs or item ids.
+    /// reasons), never URLs or item ids. A feed's host is `feed_host`, not `host`, which
+    /// scrape configurations often set on targets (a clash would rename syncd's to `exported_host`).
     public let labels: [String]
     /// What it means, as `# HELP` says.
     public let help: String
@@ -61,7 +62,7 @@ public enum MetricCatalog {
     /// `syncd_feed_direction_state{feed,direction,state}`.
     public static let feedDirectionState = MetricDescription(
         name: "syncd_feed_direction_state", kind: .gauge, labels: ["feed", "direction", "state"],
-        help: "1 for the state each direction is in (idle, loading, loaded, failed, paused), 0 for the others.")
+        help: "1 for the state each direction is in, 0 for the others: idle, loading, loaded, retrying (failed, a retry due), failed (no automatic retry), paused (waiting for connectivity).")
     /// `syncd_feed_end_reached{feed}`.
     public static let feedEndReached = MetricDescription(
         name: "syncd_feed_end_reached", kind: .gauge, labels: ["feed"],
@@ -72,15 +73,15 @@ public enum MetricCatalog {
         help: "1 while newer items are known to be missing between stored ones (a page feed's gap), else 0.")
     /// `syncd_host_connectivity{host,state}`.
     public static let hostConnectivity = MetricDescription(
-        name: "syncd_host_connectivity", kind: .gauge, labels: ["host", "state"],
+        name: "syncd_host_connectivity", kind: .gauge, labels: ["feed_host", "state"],
         help: "1 for the feed host's connectivity state (online, limited, offline), 0 for the others; absent until known.")
     /// `syncd_host_reason{host,reason}`.
     public static let hostReason = MetricDescription(
-        name: "syncd_host_reason", kind: .gauge, labels: ["host", "reason"],
+        name: "syncd_host_reason", kind: .gauge, labels: ["feed_host", "reason"],
         help: "1 for why the feed host is not online (none while online), 0 for the other reasons.")
     /// `syncd_host_connectivity_changes_total{host,reason}`.
     public static let hostChanges = MetricDescription(
-        name: "syncd_host_connectivity_changes_total", kind: .counter, labels: ["host", "reason"],
+        name: "syncd_host_connectivity_changes_total", kind: .counter, labels: ["feed_host", "reason"],
         help: "Changes of the feed host's connectivity, by the reason it changed to (none: it came online).")
     /// `syncd_store_size_bytes`.
     public static let storeSize = MetricDescription(

@@ -121,6 +121,11 @@ public struct MetricsEndpoint: Service {
             bound.settle(nil)
             if case .unix(let path) = configuration.address { unlink(path) }
         }
+        if case .unix(let path) = configuration.address {
+            // Whoever may read the status may read the metrics (the control socket is 0666 too);
+            // the daemon's umask (the unit's is 0077) would leave it to syncd's own user.
+            chmod(path, 0o666)
+        }
         let address = server.channel.localAddress
         bound.settle(address)
         logger.info("metrics endpoint listening", metadata: ["address": "\(configuration.address)"])

@@ -80,12 +80,12 @@ public final class SyncdMetrics: Sendable {
             return known[host] != state
         }
         guard changed else { return }
-        counter(MetricCatalog.hostChanges, [("host", host), ("reason", state.reason)]).increment()
+        counter(MetricCatalog.hostChanges, [("feed_host", host), ("reason", state.reason)]).increment()
         for candidate in HostState.states {
-            gauge(MetricCatalog.hostConnectivity, [("host", host), ("state", candidate)]).record(candidate == state.state ? 1 : 0)
+            gauge(MetricCatalog.hostConnectivity, [("feed_host", host), ("state", candidate)]).record(candidate == state.state ? 1 : 0)
         }
         for candidate in HostState.reasons {
-            gauge(MetricCatalog.hostReason, [("host", host), ("reason", candidate)]).record(candidate == state.reason ? 1 : 0)
+            gauge(MetricCatalog.hostReason, [("feed_host", host), ("reason", candidate)]).record(candidate == state.reason ? 1 : 0)
         }
     }
 
@@ -157,15 +157,17 @@ public final class SyncdMetrics: Sendable {
     // MARK: Helpers
 
     /// The direction states ``MetricCatalog/feedDirectionState`` distinguishes.
-    static let directionStates = ["idle", "loading", "loaded", "failed", "paused"]
+    static let directionStates = ["idle", "loading", "loaded", "retrying", "failed", "paused"]
 
+    /// Paused outranks the load phase; a failure with an automatic retry due is `retrying`, one
+    /// without (a permanent error, the budget spent) `failed`, as `syncctl status` judges it.
     static func stateName(_ state: DirectionState) -> String {
         if state.paused { return "paused" }
         switch state.load {
         case .idle: return "idle"
         case .loading: return "loading"
         case .loaded: return "loaded"
-        case .failed: return "failed"
+        case .failed(let failure): return failure.nextRetryAt == nil ? "failed" : "retrying"
         }
     }
 

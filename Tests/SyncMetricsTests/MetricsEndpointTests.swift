@@ -71,6 +71,8 @@ struct MetricsEndpointTests {
         try await Self.withEndpoint(.unix(path: path)) { _ in
             let text = try await Self.curl(["--unix-socket", path, "http://localhost/metrics"])
             #expect(text == String(decoding: Self.body, as: UTF8.self))
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o666, "as open as the control socket, whatever the umask")
         }
         #expect(!FileManager.default.fileExists(atPath: path), "the socket file is removed on stop")
     }

@@ -111,18 +111,18 @@ struct SyncdMetricsTests {
         metrics.verdict(.offline(.noRoute), host: "h")
         metrics.verdict(.limited(Limitation(.portal, detail: "http://portal")), host: "h")
         var parsed = Self.text(metrics)
-        #expect(parsed.value(#"syncd_host_connectivity_changes_total{host="h",reason="none"}"#) == 1)
-        #expect(parsed.value(#"syncd_host_connectivity_changes_total{host="h",reason="no_carrier"}"#) == 1)
-        #expect(parsed.value(#"syncd_host_connectivity_changes_total{host="h",reason="no_route"}"#) == 1)
-        #expect(parsed.value(#"syncd_host_connectivity{host="h",state="limited"}"#) == 1)
-        #expect(parsed.value(#"syncd_host_connectivity{host="h",state="offline"}"#) == 0)
-        #expect(parsed.value(#"syncd_host_reason{host="h",reason="portal"}"#) == 1)
-        #expect(parsed.value(#"syncd_host_reason{host="h",reason="no_route"}"#) == 0)
+        #expect(parsed.value(#"syncd_host_connectivity_changes_total{feed_host="h",reason="none"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_connectivity_changes_total{feed_host="h",reason="no_carrier"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_connectivity_changes_total{feed_host="h",reason="no_route"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_connectivity{feed_host="h",state="limited"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_connectivity{feed_host="h",state="offline"}"#) == 0)
+        #expect(parsed.value(#"syncd_host_reason{feed_host="h",reason="portal"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_reason{feed_host="h",reason="no_route"}"#) == 0)
         metrics.verdict(.online(Self.path), host: "h")
         parsed = Self.text(metrics)
-        #expect(parsed.value(#"syncd_host_connectivity_changes_total{host="h",reason="none"}"#) == 2)
-        #expect(parsed.value(#"syncd_host_connectivity{host="h",state="online"}"#) == 1)
-        #expect(parsed.value(#"syncd_host_reason{host="h",reason="none"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_connectivity_changes_total{feed_host="h",reason="none"}"#) == 2)
+        #expect(parsed.value(#"syncd_host_connectivity{feed_host="h",state="online"}"#) == 1)
+        #expect(parsed.value(#"syncd_host_reason{feed_host="h",reason="none"}"#) == 1)
     }
 
     /// Totals kept elsewhere become counters that only go up.
@@ -140,11 +140,18 @@ struct SyncdMetricsTests {
     @Test func directionStatesAreAStateSet() {
         let metrics = SyncdMetrics(version: "1")
         let failure = LoadFailure(error: FeedError(.timeout, "t"), attempt: 2, nextRetryAt: nil)
-        metrics.update([FeedState(feed: "f", initial: .init(load: .loaded), older: .init(load: .failed(failure), paused: true), newer: .init(load: .loading))])
+        let retrying = LoadFailure(error: FeedError(.timeout, "t"), attempt: 2, nextRetryAt: Date())
+        metrics.update([
+            FeedState(feed: "f", initial: .init(load: .loaded), older: .init(load: .failed(failure), paused: true), newer: .init(load: .loading)),
+            FeedState(feed: "g", initial: .init(load: .failed(failure)), older: .init(load: .failed(retrying))),
+        ])
         let parsed = Self.text(metrics)
-        for (direction, expected) in [("initial", "loaded"), ("older", "paused"), ("newer", "loading")] {
+        for (feed, direction, expected) in [
+            ("f", "initial", "loaded"), ("f", "older", "paused"), ("f", "newer", "loading"),
+            ("g", "initial", "failed"), ("g", "older", "retrying"), ("g", "newer", "idle"),
+        ] {
             for state in SyncdMetrics.directionStates {
-                #expect(parsed.value(#"syncd_feed_direction_state{feed="f",direction="\#(direction)",state="\#(state)"}"#) == (state == expected ? 1 : 0), "\(direction) \(state)")
+                #expect(parsed.value(#"syncd_feed_direction_state{feed="\#(feed)",direction="\#(direction)",state="\#(state)"}"#) == (state == expected ? 1 : 0), "\(feed) \(direction) \(state)")
             }
         }
     }

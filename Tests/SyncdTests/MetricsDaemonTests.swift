@@ -30,10 +30,10 @@ struct MetricsDaemonTests {
     }
 
     /// Starts syncd under `sh -c 'umask 077; exec …'`.
-    static func start(_ directory: TemporaryDirectory, config: String) throws -> ChildProcess {
+    static func start(_ directory: TemporaryDirectory, config: String, environment: [String] = []) throws -> ChildProcess {
         try config.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
         return try ChildProcess(
-            ["sh", "-c", "umask 077; exec \"$0\" --config \"$1\"", try BuildProducts.path("syncd"), directory.file("syncd.toml")],
+            environment + ["sh", "-c", "umask 077; exec \"$0\" --config \"$1\"", try BuildProducts.path("syncd"), directory.file("syncd.toml")],
             logPath: directory.file("syncd.log"))
     }
 
@@ -74,16 +74,21 @@ struct MetricsDaemonTests {
         #expect(!FileManager.default.fileExists(atPath: socket), "the endpoint's socket is removed on stop")
     }
 
-    /// An address another process holds: syncd says which and exits, instead of running without
-    /// the endpoint it was told to serve.
+    /// An address another process holds: syncd says which and exits, never reporting ready,
+    /// instead of running without the endpoint it was told to serve.
     @Test func aTakenAddressIsAClearFailure() async throws {
         let directory = try TemporaryDirectory(prefix: "syncd-metrics")
         let holder = ReservedPort(listening: true)
         defer { withExtendedLifetime(holder) {} }
-        let daemon = try Self.start(directory, config: Self.configuration(directory, listen: "127.0.0.1:\(holder.port)"))
+        let notify = try ReadinessTests.NotifySocket(path: directory.file("notify"))
+        let daemon = try Self.start(
+            directory, config: Self.configuration(directory, listen: "127.0.0.1:\(holder.port)"), environment: ["NOTIFY_SOCKET=\(notify.path)"])
         try await waitUntil("syncd exits") { !daemon.isRunning }
         let status = await daemon.stop()
         #expect(status != 0)
         #expect(daemon.output.contains("cannot serve metrics on 127.0.0.1:\(holder.port)"), "\(daemon.output)")
+        // Everything it sent is queued on the socket by now: it exited.
+        let messages = try await notify.messages(until: "READY=1", timeout: .milliseconds(500))
+        #expect(!messages.contains { $0.split(separator: "\n").contains("READY=1") }, "ready without its endpoint: \(messages)")
     }
 }
