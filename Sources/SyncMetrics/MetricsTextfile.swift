@@ -57,14 +57,25 @@ public struct MetricsTextfile<C: Clock, Change: Sendable>: Service where C.Durat
             }
         }
         await write()
-        var last = clock.now
-        for await _ in changes {
-            let due = last.advanced(by: configuration.interval)
-            if clock.now < due {
-                do { try await clock.sleep(until: due, tolerance: nil) } catch { return }
+        // Changes that come while a write waits for its interval make one write: only the
+        // newest pending signal is kept (a backfill reports a change per page).
+        let (pending, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let changes = self.changes
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await _ in changes { signal.yield() }
+                signal.finish()
             }
-            await write()
-            last = clock.now
+            var last = clock.now
+            for await _ in pending {
+                let due = last.advanced(by: configuration.interval)
+                if clock.now < due {
+                    do { try await clock.sleep(until: due, tolerance: nil) } catch { break }
+                }
+                await write()
+                last = clock.now
+            }
+            group.cancelAll()
         }
     }
 

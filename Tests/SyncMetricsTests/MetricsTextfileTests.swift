@@ -69,6 +69,31 @@ struct MetricsTextfileTests {
         try await running.value("the writer after cancellation")
     }
 
+    /// A burst of changes (a backfill reports one per page) makes one or two writes, not one
+    /// per change an interval apart (which kept an idle daemon writing every interval for as
+    /// many intervals as the backfill had pages).
+    @Test func aBurstOfChangesMakesAtMostTwoWrites() async throws {
+        let directory = try TemporaryDirectory(prefix: "textfile")
+        let clock = ManualClock()
+        let source = Source()
+        let (changes, changed) = AsyncStream<Void>.makeStream()
+        var configuration = MetricsTextfileConfiguration(path: directory.file("syncd.prom"))
+        configuration.interval = .seconds(10)
+        let writer = MetricsTextfile(configuration: configuration, changes: changes, clock: clock, logger: Logger(label: "test")) { source.collect() }
+        let running = BoundedTask { await writer.run() }
+        defer { running.cancel() }
+        try await waitUntil("the first write") { source.asked == 1 }
+        for n in 1...50 {
+            source.text = "a \(n)\n"
+            changed.yield()
+        }
+        // Once the changes end, the writer ends after writing what is pending.
+        changed.finish()
+        try await clock.advance(by: .seconds(10), eachTimeAsleepUntil: "the writer has written the burst and ended") { running.hasEnded }
+        #expect((2...3).contains(source.asked), "\(source.asked - 1) writes for 50 changes")
+        #expect(Self.contents(directory.file("syncd.prom")) == "a 50\n")
+    }
+
     /// A directory that is missing at first: the failure is logged and the next change writes.
     @Test func aFailedWriteIsRetriedAtTheNextChange() async throws {
         let directory = try TemporaryDirectory(prefix: "textfile")
