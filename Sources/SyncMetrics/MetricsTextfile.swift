@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,21 +58,28 @@ public struct MetricsTextfile<C: Clock, Change: Sendable>: Service where C.Durat
             }
         }
         await write()
-        // Changes that come while a write waits for its interval make one write: only the
-        // newest pending signal is kept (a backfill reports a change per page).
+        // Changes that come while a write waits for its interval make that one write (a
+        // backfill reports a change per page): a change marks the file stale and wakes the
+        // writer; a wake-up for changes the last write already saw finds it fresh.
         let (pending, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let stale = StaleFlag()
         let changes = self.changes
         await withDiscardingTaskGroup { group in
             group.addTask {
-                for await _ in changes { signal.yield() }
+                for await _ in changes {
+                    stale.value.store(true, ordering: .sequentiallyConsistent)
+                    signal.yield()
+                }
                 signal.finish()
             }
             var last = clock.now
-            for await _ in pending {
+            for await _ in pending where stale.value.load(ordering: .sequentiallyConsistent) {
                 let due = last.advanced(by: configuration.interval)
                 if clock.now < due {
                     do { try await clock.sleep(until: due, tolerance: nil) } catch { break }
                 }
+                // Cleared before the collect: a change after this point makes another write.
+                stale.value.store(false, ordering: .sequentiallyConsistent)
                 await write()
                 last = clock.now
             }
@@ -105,6 +113,11 @@ public struct MetricsTextfile<C: Clock, Change: Sendable>: Service where C.Durat
             throw failure
         }
     }
+}
+
+/// Whether a change came since the last collect, shared by the writer and what follows changes.
+private final class StaleFlag: Sendable {
+    let value = Atomic<Bool>(false)
 }
 
 /// A write of the metrics textfile that failed.
