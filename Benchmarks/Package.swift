@@ -133,6 +133,13 @@ let package = Package(
             path: "Benchmarks/ReconnectLatency",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        /// One scrape of syncd's /metrics with 10 feeds, against GetStatus of the same daemon.
+        .executableTarget(
+            name: "MetricsScrape",
+            dependencies: ["BenchmarkSupport", "SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/MetricsScrape",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
         /// The syncd binary idle between refreshes: context switches per second and RSS.
         .executableTarget(
             name: "IdleCost",

@@ -1,8 +1,9 @@
 // Sync against the wire's floor (issue 14): N items (pages of 100) from the reference server,
 // (a) walked by a plain keep-alive client on a raw socket that only follows the `Link` headers
 // and reads the bodies (FloorClient: no parse, no store), and (b) synced by the release `syncd`
-// binary, timed from exec until its store holds every item with the end reached. Same server,
-// same run, alternating order; the summary gives syncd's time as a multiple of the floor's.
+// binary, timed from exec until its store holds every item with the end reached, and (c) the
+// same with its metrics endpoint and textfile on. Same server, same run, rotating order; the
+// summary gives syncd's time as a multiple of the floor's, with and without metrics.
 //
 // Knobs: SYNC_FLOOR_ITEMS (default 100000), SYNC_FLOOR_ITERATIONS (default 3).
 
@@ -15,6 +16,7 @@ import BenchmarkSupport
 let floorMetric = BenchmarkMetric.custom("floor client (ms)", polarity: .prefersSmaller, useScalingFactor: false)
 let daemonMetric = BenchmarkMetric.custom("syncd exec → all stored (ms)", polarity: .prefersSmaller, useScalingFactor: false)
 let multipleMetric = BenchmarkMetric.custom("syncd / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
+let metricsMultipleMetric = BenchmarkMetric.custom("syncd with metrics / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
 
 let benchmarks: @Sendable () -> Void = {
     let holder = RigHolder<ThroughputRig>("sync-floor")
@@ -25,9 +27,9 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark(
         "Sync \(items) items: syncd vs the floor client",
         configuration: .init(
-            metrics: [.wallClock, floorMetric, daemonMetric, multipleMetric],
+            metrics: [.wallClock, floorMetric, daemonMetric, multipleMetric, metricsMultipleMetric],
             timeUnits: .milliseconds,
-            units: [floorMetric: .count, daemonMetric: .count, multipleMetric: .count],
+            units: [floorMetric: .count, daemonMetric: .count, multipleMetric: .count, metricsMultipleMetric: .count],
             warmupIterations: 0,
             maxDuration: .seconds(3600),
             maxIterations: iterations,
@@ -52,6 +54,7 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(floorMetric, Int(pair.floor.seconds * 1000))
             benchmark.measurement(daemonMetric, Int(pair.daemon.seconds * 1000))
             benchmark.measurement(multipleMetric, Int(100 * pair.daemon.seconds / pair.floor.seconds))
+            benchmark.measurement(metricsMultipleMetric, Int(100 * pair.daemonWithMetrics.seconds / pair.floor.seconds))
         } catch {
             benchmark.error("sync-floor: \(error)")
         }
@@ -84,6 +87,19 @@ final class ResultLog: Sendable {
                 format: "         CPU: syncd %.3f s + server %.3f s during the sync (%.0f%% of %d cores over its wall time); server %.3f s during the floor walk",
                 pair.daemon.cpuSeconds, pair.daemonServerCPU, 100 * busy, cores, pair.floorServerCPU
             ))
+            let withMetrics = pair.daemonWithMetrics.seconds / pair.floor.seconds
+            lines.append(String(
+                format: "         with metrics on (endpoint + textfile): syncd %.3f s, CPU %.3f s: %.2f× the floor, %+.1f%% against without",
+                pair.daemonWithMetrics.seconds, pair.daemonWithMetrics.cpuSeconds, withMetrics, 100 * (withMetrics / multiple - 1)
+            ))
+        }
+        let plain = all.map { $0.daemon.seconds / $0.floor.seconds }.sorted()
+        let metered = all.map { $0.daemonWithMetrics.seconds / $0.floor.seconds }.sorted()
+        if !plain.isEmpty {
+            let change = metered[metered.count / 2] / plain[plain.count / 2] - 1
+            lines.append(String(
+                format: "  median ratio to the floor: %.2f× without metrics, %.2f× with: %+.1f%% (target ≤ +5%%: %@)",
+                plain[plain.count / 2], metered[metered.count / 2], 100 * change, change <= 0.05 ? "met" : "missed"))
         }
         return lines.joined(separator: "\n")
     }

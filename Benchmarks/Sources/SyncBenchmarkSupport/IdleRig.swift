@@ -71,18 +71,8 @@ public func procFaults(pid: Int32) -> (minor: Int, major: Int) {
 
 /// One Varlink `io.syncd.GetStatus` call on the Unix socket at `path`, waiting for the whole reply.
 func statusRoundTrip(socket path: String) throws {
-    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard fd >= 0 else { throw SyncRigError("socket: errno \(errno)") }
+    let fd = try connectUnix(path)
     defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
-    }
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    guard connected == 0 else { throw SyncRigError("connect \(path): errno \(errno)") }
     let request = Array(#"{"method":"io.syncd.GetStatus"}"#.utf8) + [0]
     guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
         throw SyncRigError("send: errno \(errno)")
@@ -142,7 +132,9 @@ public final class IdleRig: Sendable {
 
     public init() {}
 
-    public func run(seconds: Int, refreshSeconds: Int, items: Int = 1000) async throws -> Result {
+    /// With `metrics`, syncd also serves its metrics on a Unix socket and writes the metrics
+    /// textfile; nobody scrapes it during the window.
+    public func run(seconds: Int, refreshSeconds: Int, items: Int = 1000, metrics: Bool = false) async throws -> Result {
         let directory = NSTemporaryDirectory() + "idle-cost-\(getpid())-\(Int.random(in: 0..<1_000_000))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -165,7 +157,12 @@ public final class IdleRig: Sendable {
             page_size = 100
             refresh_interval = "\(refreshSeconds)s"
             backfill = \(items)
-            """
+            """ + (metrics ? """
+
+            [metrics]
+            listen = "\(directory)/metrics.sock"
+            textfile = "\(directory)/syncd.prom"
+            """ : "")
         try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
         let log = FileHandle(forWritingAtPath: "/dev/null")
         let syncd = Process()
@@ -200,7 +197,9 @@ public final class IdleRig: Sendable {
             }
             guard ContinuousClock.now < deadline else { throw SyncRigError("syncd did not sync the feed within 120 s") }
         }
-        try await Task.sleep(for: .seconds(3))  // let the last commit's work and the status report finish
+        // Let the last commit's work and the status report finish; with metrics, also the
+        // textfile's write of the sync's end, which comes up to its interval (15 s) later.
+        try await Task.sleep(for: .seconds(metrics ? 18 : 3))
 
         let monitor = Process()
         monitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -272,13 +271,13 @@ public final class IdleRig: Sendable {
             statusCallsMs: statusCalls, wakeFaults: wakeFaults, pssAfterCallsKiB: procPSSKiB(pid: pid))
     }
 
-    public static func summary(_ result: Result, refreshSeconds: Int) -> String {
+    public static func summary(_ result: Result, refreshSeconds: Int, metrics: Bool = false) -> String {
         let sortedSeconds = result.perSecond.sorted()
         let median = sortedSeconds.isEmpty ? 0 : sortedSeconds[sortedSeconds.count / 2]
         let quiet = result.perSecond.filter { $0 <= median }.count
         let busiest = result.threads.prefix(8).map { "\($0.name)(\($0.tid))=\($0.switches)" }.joined(separator: " ")
         return """
-        idle-cost summary: syncd, 1 feed on loopback, refresh every \(refreshSeconds) s, watched \(String(format: "%.1f", result.seconds)) s after sync:
+        idle-cost summary: syncd, 1 feed on loopback\(metrics ? ", metrics endpoint and textfile on (not scraped; window from 18 s after the sync, past the textfile's last write)" : ""), refresh every \(refreshSeconds) s, watched \(String(format: "%.1f", result.seconds)) s after sync:
           context switches (all threads): \(result.switches) = \(String(format: "%.2f", result.rate))/s (target ≤ 0.1/s: \(result.rate <= 0.1 ? "met" : "missed"))
           per second: median \(median), max \(sortedSeconds.last ?? 0), seconds at or below median \(quiet)/\(result.perSecond.count)
           per second series: \(result.perSecond.map(String.init).joined(separator: " "))

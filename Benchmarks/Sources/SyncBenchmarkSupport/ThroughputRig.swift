@@ -180,8 +180,11 @@ public actor ThroughputRig {
     /// (backfill to its full depth), timed from exec until its store, read from this process,
     /// holds every item with the end reached. Includes what the in-process stack leaves out:
     /// start-up, the netlink monitor, the status reporter and the control socket.
-    func runDaemon(_ index: Int) async throws -> Run {
-        let directory = "\(self.directory)/daemon-\(index)"
+    ///
+    /// With `metrics`, the daemon also serves its metrics on a Unix socket (nobody scrapes it)
+    /// and writes the metrics textfile at its default interval.
+    func runDaemon(_ index: Int, metrics: Bool = false) async throws -> Run {
+        let directory = "\(self.directory)/daemon-\(index)\(metrics ? "-metrics" : "")"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let config = """
@@ -196,7 +199,12 @@ public actor ThroughputRig {
             page_size = \(pageSize)
             refresh_interval = "1h"
             backfill = \(items)
-            """
+            """ + (metrics ? """
+
+            [metrics]
+            listen = "\(directory)/metrics.sock"
+            textfile = "\(directory)/syncd.prom"
+            """ : "")
         try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
         let syncd = Process()
         syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
@@ -264,42 +272,42 @@ public actor ThroughputRig {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 
-    /// One floor walk and one whole-daemon sync of the same feed from the same server, in
-    /// alternating order (even iterations start with the floor).
+    /// One floor walk, one whole-daemon sync and one with metrics on, of the same feed from the
+    /// same server; the order rotates with `index` so none always runs first or last.
     public func measureFloorPair(index: Int) async throws -> FloorPair {
         let expectedPages = (items + pageSize - 1) / pageSize
         let server = self.server.pid
-        func floor() async throws -> (FloorClient.Walk, Double) {
+        var pair = FloorPair()
+        let order = [0, 1, 2].map { ($0 + index) % 3 }
+        for step in order {
             let before = procCPUSeconds(pid: server)
-            let walk = try await FloorClient.walk(feedURL)
-            // The last page is the one without `next`: a full feed of whole pages ends with it.
-            guard walk.pages >= expectedPages else { throw SyncRigError("the floor client walked \(walk.pages) pages, expected at least \(expectedPages)") }
-            return (walk, procCPUSeconds(pid: server) - before)
+            switch step {
+            case 0:
+                let walk = try await FloorClient.walk(feedURL)
+                // The last page is the one without `next`: a full feed of whole pages ends with it.
+                guard walk.pages >= expectedPages else { throw SyncRigError("the floor client walked \(walk.pages) pages, expected at least \(expectedPages)") }
+                pair.floor = walk
+                pair.floorServerCPU = procCPUSeconds(pid: server) - before
+            case 1:
+                pair.daemon = try await runDaemon(index)
+                pair.daemonServerCPU = procCPUSeconds(pid: server) - before
+            default:
+                pair.daemonWithMetrics = try await runDaemon(index, metrics: true)
+            }
         }
-        func daemon() async throws -> (Run, Double) {
-            let before = procCPUSeconds(pid: server)
-            let run = try await runDaemon(index)
-            return (run, procCPUSeconds(pid: server) - before)
-        }
-        if index % 2 == 0 {
-            let walk = try await floor()
-            let run = try await daemon()
-            return FloorPair(floor: walk.0, floorServerCPU: walk.1, daemon: run.0, daemonServerCPU: run.1)
-        } else {
-            let run = try await daemon()
-            let walk = try await floor()
-            return FloorPair(floor: walk.0, floorServerCPU: walk.1, daemon: run.0, daemonServerCPU: run.1)
-        }
+        return pair
     }
 
-    /// One floor walk and one daemon sync, with the CPU time each cost the server.
+    /// One floor walk and the daemon's syncs, with the CPU time each cost the server.
     public struct FloorPair: Sendable {
-        public var floor: FloorClient.Walk
+        public var floor = FloorClient.Walk(pages: 0, bodyBytes: 0, seconds: 0)
         /// CPU time the server spent during the floor walk.
-        public var floorServerCPU: Double
-        public var daemon: Run
+        public var floorServerCPU: Double = 0
+        public var daemon = Run(items: 0, seconds: 0)
         /// CPU time the server spent while syncd synced (start-up included).
-        public var daemonServerCPU: Double
+        public var daemonServerCPU: Double = 0
+        /// The same sync with the metrics endpoint and textfile on.
+        public var daemonWithMetrics = Run(items: 0, seconds: 0)
     }
 
     public func summary() -> String {

@@ -1,0 +1,101 @@
+// One scrape of syncd's /metrics (HTTP on a Unix socket, a new connection each, read to its end)
+// with SCRAPE_FEEDS feeds (default 10), against the same daemon's GetStatus on its control socket
+// (also a new connection each) as the baseline, alternating, in the same run. The release syncd
+// binary, synced and otherwise idle. The summary gives p50/p99 of both, their ratio, and the
+// exposition's size and series count.
+//
+// Knobs: SCRAPE_FEEDS (default 10), SCRAPE_ITERATIONS (default 1000).
+
+import Benchmark
+import Foundation
+import Synchronization
+import BenchmarkSupport
+import SyncBenchmarkSupport
+
+let scrapeMetric = BenchmarkMetric.custom("scrape /metrics (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let statusMetric = BenchmarkMetric.custom("GetStatus (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+
+let benchmarks: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let feeds = Int(environment["SCRAPE_FEEDS"] ?? "") ?? 10
+    let iterations = Int(environment["SCRAPE_ITERATIONS"] ?? "") ?? 1000
+    let holder = RigHolder<ScrapeRig>("metrics-scrape")
+    let warmup = 20
+    let samples = Mutex<(scrape: [Double], status: [Double], bytes: Int, series: Int)>(([], [], 0, 0))
+    Benchmark(
+        "Scrape /metrics with \(feeds) feeds vs GetStatus",
+        configuration: .init(
+            metrics: [.wallClock, scrapeMetric, statusMetric],
+            timeUnits: .microseconds,
+            units: [scrapeMetric: .count, statusMetric: .count],
+            warmupIterations: warmup,
+            maxDuration: .seconds(600),
+            maxIterations: iterations,
+            setup: {
+                let rig = try await ScrapeRig(feeds: feeds)
+                holder.rig.withLock { $0 = rig }
+            },
+            teardown: {
+                holder.rig.withLock { $0 }?.shutdown()
+                holder.rig.withLock { $0 = nil }
+                // The runner calls the closure for its warm-up iterations too: leave those out.
+                let all = samples.withLock { $0 }
+                print(summary(feeds: feeds, scrape: Array(all.scrape.dropFirst(warmup)), status: Array(all.status.dropFirst(warmup)), bytes: all.bytes, series: all.series))
+            }
+        )
+    ) { benchmark in
+        do {
+            let rig = try holder.current
+            // Alternate which goes first, so neither always follows the other's wakeup.
+            var scrapeMicros = 0.0, statusMicros = 0.0, body = ""
+            for step in benchmark.currentIteration % 2 == 0 ? [0, 1] : [1, 0] {
+                let start = ContinuousClock.now
+                if step == 0 {
+                    body = try rig.scrape()
+                    scrapeMicros = (ContinuousClock.now - start).microseconds
+                } else {
+                    try rig.status()
+                    statusMicros = (ContinuousClock.now - start).microseconds
+                }
+            }
+            benchmark.measurement(scrapeMetric, Int(scrapeMicros))
+            benchmark.measurement(statusMetric, Int(statusMicros))
+            let series = body.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+            samples.withLock {
+                $0.scrape.append(scrapeMicros)
+                $0.status.append(statusMicros)
+                $0.bytes = body.utf8.count
+                $0.series = series
+            }
+        } catch {
+            benchmark.error("metrics-scrape: \(error)")
+        }
+    }
+}
+
+/// Nearest-rank percentile of `values`.
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+}
+
+func summary(feeds: Int, scrape: [Double], status: [Double], bytes: Int, series: Int) -> String {
+    let s50 = percentile(scrape, 0.5), s99 = percentile(scrape, 0.99)
+    let g50 = percentile(status, 0.5), g99 = percentile(status, 0.99)
+    return String(
+        format: """
+        metrics-scrape summary, %d feeds, %d scrapes (warm-up excluded):
+          scrape /metrics: p50 %.0f µs, p99 %.0f µs; exposition %d bytes, %d series
+          GetStatus (baseline, same daemon, same run): p50 %.0f µs, p99 %.0f µs
+          scrape / GetStatus: p50 %.2f×, p99 %.2f×
+        """,
+        feeds, scrape.count, s50, s99, bytes, series, g50, g99, s50 / max(g50, 1), s99 / max(g99, 1))
+}
+
+extension Duration {
+    var microseconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) * 1_000_000 + Double(attoseconds) / 1_000_000_000_000
+    }
+}
