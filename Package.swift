@@ -58,7 +58,7 @@ let package = Package(
         ),
         /// glibc's allocator controls (`mallopt`, `malloc_trim`), which the Glibc module leaves out.
         .systemLibrary(name: "CMalloc"),
-        /// `accept4`, which the Glibc module hides (it needs `_GNU_SOURCE`).
+        /// `accept4` and `pipe2`, which the Glibc module hides (they need `_GNU_SOURCE`).
         .systemLibrary(name: "CSocket"),
         /// `sqlite3_config`, which is variadic and so out of Swift's reach.
         .systemLibrary(name: "CSQLiteConfig"),
@@ -251,7 +251,7 @@ let package = Package(
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "SyncDaemon", "CMalloc", "CSQLiteConfig", "EventLoopExecutor",
+                "SyncDaemon", "CMalloc", "CSQLiteConfig", "CSocket", "EventLoopExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

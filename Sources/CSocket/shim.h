@@ -8,4 +8,8 @@
 // afterwards, a child spawned in between keeps the connection open for its whole life.
 extern int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
 
+// pipe2 (glibc ≥ 2.9), hidden the same way: a pipe for a child process is close-on-exec from
+// the start, for the same reason.
+extern int pipe2(int fds[2], int flags);
+
 #endif

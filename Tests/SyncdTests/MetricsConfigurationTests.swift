@@ -60,5 +60,7 @@ import Testing
     @Test func staleAfterMustBeADuration() {
         #expect(throws: ConfigurationError.self) { try DaemonConfiguration.parse(Self.feed + "\nstale_after = \"soon\"") }
         #expect(throws: ConfigurationError.self) { try DaemonConfiguration.parse(Self.feed + "\nstale_after = 0") }
+        // Past Int64's milliseconds the conversion used to trap: now it is a clear error.
+        #expect(throws: ConfigurationError.self) { try DaemonConfiguration.parse(Self.feed + "\nstale_after = \"1e300h\"") }
     }
 }
