@@ -75,6 +75,7 @@ public struct MetricsEndpoint: Service {
     private let collect: Collect
     private let logger: Logger
     private let bound = BindSignal()
+    private let open = OpenConnections()
 
     /// An endpoint at `configuration.address` that answers with what `collect` makes.
     public init(configuration: Configuration, logger: Logger, collect: @escaping Collect) {
@@ -82,6 +83,9 @@ public struct MetricsEndpoint: Service {
         self.collect = collect
         self.logger = logger
     }
+
+    /// Connections being served now.
+    public var connectionCount: Int { open.count.load(ordering: .relaxed) }
 
     /// The address listened on once ``run()`` has bound (a port of 0 is resolved here); `nil`
     /// when it failed to bind.
@@ -130,7 +134,7 @@ public struct MetricsEndpoint: Service {
         bound.settle(address)
         logger.info("metrics endpoint listening", metadata: ["address": "\(configuration.address)"])
 
-        let open = OpenConnections()
+        let open = self.open
         let limit = configuration.maxConnections
         let collect = self.collect
         do {

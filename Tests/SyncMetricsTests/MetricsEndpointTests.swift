@@ -16,7 +16,7 @@ struct MetricsEndpointTests {
     static func withEndpoint(
         _ address: MetricsEndpoint.Address, maxConnections: Int = 8, idleTimeout: Duration = .seconds(30),
         collect: @escaping MetricsEndpoint.Collect = { format in format == .openMetrics ? OpenMetrics.convert(prometheusText: body) : body },
-        _ body: (SocketAddress) async throws -> Void
+        _ body: (SocketAddress, MetricsEndpoint) async throws -> Void
     ) async throws {
         var configuration = MetricsEndpoint.Configuration(address: address)
         configuration.maxConnections = maxConnections
@@ -26,7 +26,7 @@ struct MetricsEndpointTests {
         defer { running.cancel() }
         let bound = try await boundedValue(of: Task { await endpoint.waitUntilListening() }, "the endpoint to listen")
         let listening = try #require(bound, "the endpoint did not bind")
-        try await body(listening)
+        try await body(listening, endpoint)
         running.cancel()
         _ = try await running.result("the endpoint's run() after cancellation")
     }
@@ -36,7 +36,7 @@ struct MetricsEndpointTests {
     }
 
     @Test func servesBothFormatsOverTCP() async throws {
-        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0)) { address in
+        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0)) { address, _ in
             let url = "http://127.0.0.1:\(address.port!)/metrics"
             let plain = try await Self.curl(["-i", url])
             #expect(plain.hasPrefix("HTTP/1.1 200 OK"), "\(plain)")
@@ -68,7 +68,7 @@ struct MetricsEndpointTests {
         let path = directory.file("metrics.sock")
         // A socket file left by a crashed instance does not stop the bind.
         try RawConnection.leaveStaleSocket(at: path)
-        try await Self.withEndpoint(.unix(path: path)) { _ in
+        try await Self.withEndpoint(.unix(path: path)) { _, _ in
             let text = try await Self.curl(["--unix-socket", path, "http://localhost/metrics"])
             #expect(text == String(decoding: Self.body, as: UTF8.self))
             let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
@@ -79,10 +79,16 @@ struct MetricsEndpointTests {
 
     /// Past its connection limit a client is closed at once; a slot given back serves again.
     @Test func connectionsAreBounded() async throws {
-        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0), maxConnections: 2) { address in
+        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0), maxConnections: 2) { address, endpoint in
             let port = address.port!
-            let holders = try [RawConnection(port: port), RawConnection(port: port)]
+            // One at a time, each until the endpoint serves it: nothing else may take a slot
+            // meanwhile, or a holder could be the one refused.
+            var holders: [RawConnection] = []
             defer { holders.forEach { $0.close() } }
+            for count in 1...2 {
+                holders.append(try RawConnection(port: port))
+                try await waitUntil("the endpoint serves holder \(count)") { endpoint.connectionCount == count }
+            }
             try await waitUntil("a client past the limit is refused") {
                 try await Self.curl(["http://127.0.0.1:\(port)/metrics"]).isEmpty
             }
@@ -95,7 +101,7 @@ struct MetricsEndpointTests {
 
     /// A client that sends nothing is closed after the idle limit.
     @Test func idleConnectionsAreClosed() async throws {
-        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0), idleTimeout: .milliseconds(200)) { address in
+        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0), idleTimeout: .milliseconds(200)) { address, _ in
             let idle = try RawConnection(port: address.port!)
             defer { idle.close() }
             try await waitUntil("the idle connection is closed by the endpoint") { idle.isClosedByPeer() }
@@ -103,7 +109,7 @@ struct MetricsEndpointTests {
     }
 
     @Test func aTakenAddressFailsWithTheAddress() async throws {
-        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0)) { address in
+        try await Self.withEndpoint(.tcp(host: "127.0.0.1", port: 0)) { address, _ in
             let second = MetricsEndpoint(
                 configuration: .init(address: .tcp(host: "127.0.0.1", port: address.port!)), logger: Logger(label: "test"),
                 collect: { _ in [] })

@@ -64,10 +64,12 @@ import TestSupport
     /// Stops at random moments (starting, syncing, synced) never crash the daemon, and never
     /// leave the demo server behind. With Foundation's `Process` and a Dispatch source on the
     /// server's output, about one SIGTERM in eight ended in a segfault (status 139); 25 stops all
-    /// passing on that code had a chance of about 4%. `SYNCD_DEMO_STOPS` sets the count.
+    /// passing on that code had a chance of about 4%. `SYNCD_DEMO_STOPS` sets the count,
+    /// `SYNCD_DEMO_SEED` the moments.
     @Test(.timeLimit(.minutes(8))) func stopsAtRandomMomentsNeverCrash() async throws {
-        let stops = Int(ProcessInfo.processInfo.environment["SYNCD_DEMO_STOPS"] ?? "") ?? 25
-        let seed = UInt64(Date().timeIntervalSince1970 * 1000)
+        let environment = ProcessInfo.processInfo.environment
+        let stops = Int(environment["SYNCD_DEMO_STOPS"] ?? "") ?? 25
+        let seed = environment["SYNCD_DEMO_SEED"].flatMap(UInt64.init) ?? UInt64(Date().timeIntervalSince1970 * 1000)
         var random = SeededRandomSource(seed: seed)
         for stop in 1...stops {
             let directory = try TemporaryDirectory(prefix: "syncd-demo-stop")
@@ -80,7 +82,7 @@ import TestSupport
             let child = Self.demoChild(of: daemon.pid)
             let status = await daemon.stop(signal: SIGTERM)
             // 0: a graceful stop; 143: SIGTERM came before syncd installed its handler.
-            #expect(status == 0 || status == 128 + SIGTERM, "stop \(stop) of \(stops) (seed \(seed)): status \(status)\n\(daemon.output)")
+            #expect(status == 0 || status == 128 + SIGTERM, "stop \(stop) of \(stops): status \(status) (replay the moments with SYNCD_DEMO_SEED=\(seed))\n\(daemon.output)")
             if let child {
                 try await waitUntil("demo-feed (pid \(child)) stops with syncd (stop \(stop))") { Self.isGone(child) }
             }
