@@ -169,8 +169,13 @@ public final class SyncControlServer: Sendable, Service {
                     logger.notice("denied \(request.call.method) to uid \(request.peer.uid) (pid \(request.peer.pid))")
                     throw VarlinkError.permissionDenied
                 }
-                logger.info("\(request.call.method)", metadata: ["feed": "\(parameters.feed ?? "*")", "uid": "\(request.peer.uid)"])
-                return try await mapped { FeedsResult(feeds: try await action(parameters.feed)) }
+                let feeds = try await mapped { try await action(parameters.feed) }
+                // Logged once the handler has matched the name to a configured feed: a name the
+                // caller made up (control characters, a megabyte of it) never reaches the journal.
+                logger.info("\(request.call.method)", metadata: [
+                    "feed": "\(parameters.feed == nil ? "*" : feeds.joined(separator: ","))", "uid": "\(request.peer.uid)",
+                ])
+                return FeedsResult(feeds: feeds)
             }
         }
         return interface

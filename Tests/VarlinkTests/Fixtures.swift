@@ -130,6 +130,7 @@ func withControlServer<R: Sendable>(
     maxConnections: Int = 64,
     maxMessageSize: Int = 64 * 1024,
     idleTimeout: Duration = .seconds(60),
+    logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
     _ body: @Sendable (String, SyncControlServer) async throws -> R
 ) async throws -> R {
     let directory = try makeSocketDirectory()
@@ -139,7 +140,7 @@ func withControlServer<R: Sendable>(
     configuration.maxConnections = maxConnections
     configuration.maxMessageSize = maxMessageSize
     configuration.idleTimeout = idleTimeout
-    let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+    let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: logger)
     // Not a task group: a group waits for its children for good, so a server that ignored
     // cancellation would hang the run; here every wait on the server is bounded.
     let serving = BoundedTask { try await server.run() }
