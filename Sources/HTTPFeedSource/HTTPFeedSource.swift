@@ -451,13 +451,13 @@ struct Validators: Sendable, Hashable {
     var isEmpty: Bool { etag == nil && lastModified == nil }
 }
 
-/// Validators of the last answers to refresh URLs, and the count of 304s. In memory: after a
-/// restart the first refresh is unconditional.
-/// A count shared by a source's copies.
+/// Body bytes received by a source, shared by its copies (a source is a value type).
 private final class ReceivedBytes: Sendable {
     let total = Atomic<Int>(0)
 }
 
+/// Validators of the last answers to refresh URLs, and the count of 304s. In memory: after a
+/// restart the first refresh is unconditional.
 private final class ValidatorCache: Sendable {
     private struct State {
         var validators: [String: Validators] = [:]

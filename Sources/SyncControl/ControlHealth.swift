@@ -1,4 +1,5 @@
 import Foundation
+import SyncCore
 
 /// Whether syncd's feeds are healthy, as a fleet's checks read it from `syncctl status`'s exit
 /// status.
@@ -37,8 +38,7 @@ public struct ControlHealth: Sendable, Hashable {
                 failed.append(feed.name)
                 continue
             }
-            let limit = staleAfter.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-                ?? feed.staleAfter.map(Double.init)
+            let limit = staleAfter.map(\.secondsValue) ?? feed.staleAfter.map(Double.init)
             guard let limit, let since = feed.lastSync ?? status.started else { continue }
             if now.timeIntervalSince(since) > limit { stale.append(feed.name) }
         }

@@ -174,14 +174,7 @@ public struct SyncDaemonService: Service {
                 serviceName: "internet follower"
             ),
             .init(
-                service: ClosureService {
-                    do {
-                        try await server.run()
-                    } catch {
-                        logger.critical("control socket failed", metadata: ["socket": "\(socketPath)", "error": "\(error)"])
-                        throw error
-                    }
-                },
+                service: Self.reportingFailure("control socket failed", metadata: ["socket": "\(socketPath)"], logger: logger) { try await server.run() },
                 serviceName: "control server"
             ),
             .init(service: reporter, serviceName: "status reporter"),
@@ -195,14 +188,7 @@ public struct SyncDaemonService: Service {
         ]
         if let endpoint {
             parts.append(.init(
-                service: ClosureService {
-                    do {
-                        try await endpoint.run()
-                    } catch {
-                        logger.critical("metrics endpoint failed", metadata: ["error": "\(error)"])
-                        throw error
-                    }
-                },
+                service: Self.reportingFailure("metrics endpoint failed", logger: logger) { try await endpoint.run() },
                 serviceName: "metrics endpoint"))
         }
         if let textfile = configuration.metricsTextfile {
@@ -226,6 +212,21 @@ public struct SyncDaemonService: Service {
         // Nested in the caller's group: its graceful shutdown (SIGTERM) reaches every part here.
         let group = ServiceGroup(configuration: .init(services: parts, logger: logger))
         try await group.run()
+    }
+
+    /// A part that runs `body` and, when it fails, logs `message` (critical, with the error) before
+    /// the failure ends the group: the journal then says which part ended syncd and why.
+    private static func reportingFailure(
+        _ message: Logger.Message, metadata: Logger.Metadata = [:], logger: Logger, _ body: @escaping @Sendable () async throws -> Void
+    ) -> ClosureService {
+        ClosureService {
+            do {
+                try await body()
+            } catch {
+                logger.critical(message, metadata: metadata.merging(["error": "\(error)"]) { $1 })
+                throw error
+            }
+        }
     }
 
     /// How long the feeds must have been still before ``releaseMemory(_:)`` runs.

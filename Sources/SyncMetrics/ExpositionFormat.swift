@@ -1,3 +1,5 @@
+import Foundation
+
 /// The two text formats a scraper may ask for.
 public enum ExpositionFormat: String, Sendable, Hashable, CaseIterable {
     /// Prometheus's text format 0.0.4, what swift-prometheus emits.
@@ -21,11 +23,11 @@ public enum ExpositionFormat: String, Sendable, Hashable, CaseIterable {
         var openMetrics = 0.0
         var other = 0.0
         for range in accept.split(separator: ",") {
-            let parameters = range.split(separator: ";").map { $0.trimmingASCIIWhitespace() }
+            let parameters = range.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
             guard let type = parameters.first?.lowercased(), !type.isEmpty else { continue }
             var quality = 1.0
             for parameter in parameters.dropFirst() {
-                let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingASCIIWhitespace() }
+                let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
                 if pair.count == 2, pair[0].lowercased() == "q", let value = Double(pair[1]), value.isFinite {
                     quality = min(max(value, 0), 1)
                 }
@@ -81,15 +83,5 @@ enum OpenMetrics {
         let keyword = String(decoding: words[1], as: UTF8.self)
         guard keyword == "TYPE" || keyword == "HELP" else { return nil }
         return (keyword, String(decoding: words[2], as: UTF8.self), String(decoding: words[3], as: UTF8.self))
-    }
-}
-
-extension Substring {
-    /// Without leading and trailing spaces and tabs.
-    func trimmingASCIIWhitespace() -> Substring {
-        var slice = self
-        while let first = slice.first, first == " " || first == "\t" { slice = slice.dropFirst() }
-        while let last = slice.last, last == " " || last == "\t" { slice = slice.dropLast() }
-        return slice
     }
 }

@@ -1,6 +1,7 @@
 import ConnectivityPolicy
 import CoreMetrics
 import Foundation
+import Metrics
 import Prometheus
 import SyncCore
 import Synchronization
@@ -67,7 +68,7 @@ public final class SyncdMetrics: Sendable {
         counter(MetricCatalog.feedRequests, [("feed", feed), ("direction", direction.rawValue), ("outcome", outcome.rawValue)]).increment()
         CoreMetrics.Timer(
             label: MetricCatalog.feedRequestDuration.name, dimensions: [("feed", feed), ("direction", direction.rawValue)], factory: factory
-        ).recordNanoseconds(duration.nanoseconds)
+        ).record(duration: duration)
         gauge(MetricCatalog.feedLastAttempt, [("feed", feed)]).record(time.timeIntervalSince1970)
     }
 
@@ -95,10 +96,6 @@ public final class SyncdMetrics: Sendable {
     public func update(_ states: [FeedState]) {
         for state in states {
             let feed = [("feed", state.feed)]
-            // Counters exist from zero, so the first retry shows as an increase.
-            for direction in Direction.allCases {
-                counter(MetricCatalog.feedRetries, feed + [("direction", direction.rawValue)]).increment(by: 0)
-            }
             gauge(MetricCatalog.feedItems, feed).record(state.itemCount)
             if let last = state.lastSyncAt {
                 gauge(MetricCatalog.feedLastSuccess, feed).record(last.timeIntervalSince1970)
@@ -106,6 +103,8 @@ public final class SyncdMetrics: Sendable {
             gauge(MetricCatalog.feedEndReached, feed).record(state.endReached ? 1 : 0)
             gauge(MetricCatalog.feedGapPending, feed).record(state.gap == nil ? 0 : 1)
             for direction in Direction.allCases {
+                // Counters exist from zero, so the first retry shows as an increase.
+                counter(MetricCatalog.feedRetries, feed + [("direction", direction.rawValue)]).increment(by: 0)
                 let current = Self.stateName(state[direction])
                 for name in Self.directionStates {
                     gauge(MetricCatalog.feedDirectionState, feed + [("direction", direction.rawValue), ("state", name)])
@@ -285,15 +284,5 @@ private struct HostState: Hashable {
             case .blocked: reason = "blocked"
             }
         }
-    }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, saturating.
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow else { return seconds < 0 ? .min : .max }
-        return scaled.addingReportingOverflow(attoseconds / 1_000_000_000).overflow ? .max : scaled + attoseconds / 1_000_000_000
     }
 }
