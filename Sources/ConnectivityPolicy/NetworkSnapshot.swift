@@ -300,6 +300,10 @@ public struct NetworkSnapshot: Sendable, Hashable, Codable {
     /// policy follows the kernel's choice of path; otherwise it falls back to its model of the
     /// main table.
     public var kernelRoutes: [IPAddress: KernelRoute] = [:]
+    /// What each link costs, by link name, as whoever feeds the monitor knows it (the
+    /// configuration, NetworkManager, DHCP leases, the link's hardware). A link missing here is
+    /// of ``LinkCostAssessment/unknown`` cost. Verdicts carry the cost of the link they go through.
+    public var linkCosts: [String: LinkCostAssessment] = [:]
 
     /// A snapshot of these tables, put into canonical order (so it costs a sort of every list).
     public init(links: [LinkInfo] = [], addresses: [AddressInfo] = [], routes: [RouteInfo] = []) {

@@ -87,7 +87,7 @@ public struct Limitation: Sendable, Hashable, Codable, CustomStringConvertible {
 
 /// What connectivity needs to reach.
 public enum Destination: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// The internet at large: a default route of either family.
+    /// The internet at large: a route of either family to a public address (``internetProbes``).
     case internet
     /// Any one of these addresses (the resolved addresses of a host).
     case addresses([IPAddress])
@@ -110,10 +110,25 @@ public enum Destination: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
-    /// The addresses the kernel is asked about; none for the internet or an unresolved name.
+    /// The addresses of an ``addresses(_:)`` destination; none for the internet or an unresolved name.
     public var addresses: [IPAddress] {
         if case .addresses(let list) = self { return list }
         return []
+    }
+
+    /// Where the internet at large is looked up, one address per family: a.root-servers.net
+    /// (198.41.0.4, 2001:503:ba3e::2:30), public, stable for decades, and routed like any other
+    /// public address. A route lookup sends no packet; what the kernel answers for these follows
+    /// policy rules, tunnels and split `/1` routes as a feed's own host would.
+    public static let internetProbes: [IPAddress] = [IPAddress("198.41.0.4")!, IPAddress("2001:503:ba3e::2:30")!]
+
+    /// The addresses whose route the kernel is asked for: the destination's own, or
+    /// ``internetProbes`` for the internet and for a name not yet resolved.
+    public var kernelLookups: [IPAddress] {
+        switch self {
+        case .addresses(let list): list
+        case .internet, .host: Self.internetProbes
+        }
     }
 
     /// For logs: `internet`, the addresses comma-separated, or the host name.
@@ -138,14 +153,17 @@ public struct OnlinePath: Sendable, Hashable, Codable {
     public var route: IPPrefix
     /// The router traffic goes through; `nil` when the destination is on the link (or on this machine).
     public var gateway: IPAddress?
+    /// What traffic over the link costs, and who said so.
+    public var cost: LinkCostAssessment
 
-    /// A path out of `link` by `route`, through `gateway` when there is one.
-    public init(link: String, linkIndex: Int32, family: AddressFamily, route: IPPrefix, gateway: IPAddress?) {
+    /// A path out of `link` by `route`, through `gateway` when there is one, at `cost`.
+    public init(link: String, linkIndex: Int32, family: AddressFamily, route: IPPrefix, gateway: IPAddress?, cost: LinkCostAssessment = .unknown) {
         self.link = link
         self.linkIndex = linkIndex
         self.family = family
         self.route = route
         self.gateway = gateway
+        self.cost = cost
     }
 }
 
@@ -184,7 +202,7 @@ public enum Verdict: Sendable, Hashable, Codable, CustomStringConvertible {
     /// For logs, e.g. `online via wlan0 (ipv4)`, `limited: portal (…)`, `offline: no carrier`.
     public var description: String {
         switch self {
-        case .online(let path): "online via \(path.link) (\(path.family.rawValue))"
+        case .online(let path): "online via \(path.link) (\(path.family.rawValue)\(path.cost.isMetered ? ", metered" : ""))"
         case .limited(let limitation): "limited: \(limitation.reason.rawValue) (\(limitation.detail))"
         case .offline(let reason): "offline: \(reason)"
         }
@@ -229,8 +247,11 @@ public enum ConnectivityPolicy {
     /// route or rule matched, and otherwise offline for the reason the model finds (no carrier, no
     /// address, no route).
     ///
-    /// Without a kernel lookup (the internet at large, an unresolved name, or a snapshot built by
-    /// hand) the model decides: a link with carrier holds a usable address of the destination's
+    /// The internet at large and a name not yet resolved are judged by the addresses of
+    /// ``Destination/internetProbes``: any family through which one is reachable will do.
+    ///
+    /// Without a kernel lookup (an address nobody tracks, or a snapshot built by hand) the model
+    /// decides: a link with carrier holds a usable address of the destination's
     /// family and the most specific route covering it in the main table leads out of that link
     /// without being marked linkdown; a more specific reject route (blackhole, unreachable,
     /// prohibit) wins over a broader unicast one, as in the kernel. The model knows nothing of
@@ -251,19 +272,31 @@ public enum ConnectivityPolicy {
         // What `consultsKernelRoutes` says: before any lookup is read.
         guard !carrierLinks.isEmpty else { return .offline(.noCarrier) }
 
-        let targets: [(AddressFamily, IPAddress?)]
-        switch destination {
-        case .internet, .host:
-            targets = AddressFamily.allCases.map { ($0, nil) }
-        case .addresses(let list):
-            targets = list.map { ($0.family, $0) }
-            if list.isEmpty { return .offline(.noRoute) }
-        }
+        let targets = destination.kernelLookups.map { ($0.family, $0) }
+        if targets.isEmpty { return .offline(.noRoute) }
 
+        return withLinkCost(evaluatePath(snapshot, carrierLinks: carrierLinks, targets: targets), in: snapshot)
+    }
+
+    /// `verdict` with the cost of its path's link, as the snapshot knows it.
+    private static func withLinkCost(_ verdict: Verdict, in snapshot: NetworkSnapshot) -> Verdict {
+        guard !snapshot.linkCosts.isEmpty else { return verdict }
+        switch verdict {
+        case .online(var path):
+            path.cost = snapshot.linkCosts[path.link] ?? .unknown
+            return .online(path)
+        case .limited, .offline:
+            // The policy never decides limited: that comes later, from evidence above the route
+            // (`limited(by:)`), and keeps this path's cost.
+            return verdict
+        }
+    }
+
+    private static func evaluatePath(_ snapshot: NetworkSnapshot, carrierLinks: [Int32: LinkInfo], targets: [(AddressFamily, IPAddress)]) -> Verdict {
         var best: OfflineReason = .noCarrier
         for (family, address) in targets {
             let verdict: Verdict
-            if let address, let kernel = snapshot.kernelRoutes[address] {
+            if let kernel = snapshot.kernelRoutes[address] {
                 verdict = evaluate(snapshot, carrierLinks: carrierLinks, address: address, kernel: kernel)
             } else {
                 verdict = evaluate(snapshot, carrierLinks: carrierLinks, family: family, address: address)
@@ -354,7 +387,7 @@ public enum ConnectivityPolicy {
         _ snapshot: NetworkSnapshot,
         carrierLinks: [Int32: LinkInfo],
         family: AddressFamily,
-        address: IPAddress?
+        address: IPAddress
     ) -> Verdict {
         let addressedLinks = Set(
             snapshot.addresses
@@ -368,7 +401,7 @@ public enum ConnectivityPolicy {
             .filter { route in
                 route.table == RouteInfo.mainTable
                     && route.destination.family == family
-                    && (address.map { route.destination.contains($0) } ?? route.destination.isDefault)
+                    && route.destination.contains(address)
             }
             .sorted { ($0.destination.length, -Int64($0.priority)) > ($1.destination.length, -Int64($1.priority)) }
 

@@ -34,9 +34,9 @@ public enum ConnectivityMonitor {
 
     /// Verdicts for `destination` from a running ``NetlinkMonitor``.
     ///
-    /// The monitor tracks the destination's addresses (``NetlinkMonitor/track(_:)``), so the
-    /// verdict follows the kernel's own route lookup, policy rules included; the first verdict
-    /// waits for that lookup. Snapshots are evaluated on the monitor's own thread as they are
+    /// The monitor tracks the destination's addresses (``NetlinkMonitor/track(_:)``; for the
+    /// internet, ``Destination/internetProbes``), so the verdict follows the kernel's own route
+    /// lookup, policy rules and tunnels included; the first verdict waits for that lookup. Snapshots are evaluated on the monitor's own thread as they are
     /// published, so an offline verdict reaches the consumer with a single hand-over rather than
     /// one per stage, and with none when the consumer's task prefers the monitor's executor
     /// (``NetlinkMonitor/taskExecutor``). A ``Destination/host(_:)`` is judged as the internet
@@ -48,7 +48,7 @@ public enum ConnectivityMonitor {
         clock: C = ContinuousClock()
     ) -> AsyncStream<Verdict> {
         let (output, continuation) = AsyncStream<Verdict>.makeStream()
-        let addresses = destination.addresses
+        let addresses = destination.kernelLookups
         let publisher = VerdictPublisher(settle: settle, clock: clock, output: continuation) { ConnectivityPolicy.evaluate($0, for: destination) }
         let tracking = addresses.isEmpty ? nil : monitor.startTracking(addresses).token
         let token = monitor.addObserver(

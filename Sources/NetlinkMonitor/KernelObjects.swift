@@ -90,15 +90,47 @@ enum KernelObjects {
         }
     }
 
-    /// Links and addresses of the two caches. Per-family link messages (AF_INET6 protinfo,
-    /// AF_BRIDGE) land in the cache as extra objects for the same interface; the interface itself
-    /// is the AF_UNSPEC one.
-    static func linksAndAddresses(links: OpaquePointer?, addresses: OpaquePointer?) -> ([LinkInfo], [AddressInfo]) {
+    /// Whether a link cache object stands for the interface itself rather than for one of its
+    /// per-family views.
+    ///
+    /// Per-family link messages (a bridge port's AF_BRIDGE state, IPv6 protinfo) land in the cache
+    /// as extra objects beside the interface's AF_UNSPEC one. But libnl files a link whose kind
+    /// names an address family under that family: a bridge's own link is an AF_BRIDGE object
+    /// with no AF_UNSPEC one beside it (`link_msg_parser` maps the kind `bridge` through
+    /// `nl_str2af`). So an object is the interface when it is AF_UNSPEC, or when its index has no
+    /// AF_UNSPEC object. A scan of the cache: link changes are rare.
+    static func isInterface(_ object: OpaquePointer, in cache: OpaquePointer?) -> Bool {
+        if rtnl_link_get_family(object) == AF_UNSPEC { return true }
+        let index = rtnl_link_get_ifindex(object)
+        var found = false
+        forEach(cache) { other in
+            if !found, rtnl_link_get_family(other) == AF_UNSPEC, rtnl_link_get_ifindex(other) == index { found = true }
+        }
+        return !found
+    }
+
+    /// Links and addresses of the two caches: one link per interface index (``isInterface(_:in:)``).
+    /// `refreshed` replaces what the cache holds for links it keeps under another family (see
+    /// ``NetlinkEventLoop``): libnl merges a later message about such a link into the old object
+    /// without its flags.
+    static func linksAndAddresses(links: OpaquePointer?, addresses: OpaquePointer?, refreshed: [Int32: LinkInfo] = [:]) -> ([LinkInfo], [AddressInfo]) {
         var linkList: [LinkInfo] = []
         var addressList: [AddressInfo] = []
         linkList.reserveCapacity(Int(nl_cache_nitems(links)))
         addressList.reserveCapacity(Int(nl_cache_nitems(addresses)))
-        forEach(links) { if rtnl_link_get_family($0) == AF_UNSPEC { linkList.append(link($0)) } }
+        var familyOnly: [Int32: LinkInfo] = [:]
+        var interfaces = Set<Int32>()
+        forEach(links) { object in
+            let info = link(object)
+            if rtnl_link_get_family(object) == AF_UNSPEC {
+                linkList.append(info)
+                interfaces.insert(info.index)
+            } else if familyOnly[info.index] == nil {
+                familyOnly[info.index] = info
+            }
+        }
+        // Without a lookup per object: a bridge's link is the only object of its index.
+        for (index, info) in familyOnly where !interfaces.contains(index) { linkList.append(refreshed[index] ?? info) }
         forEach(addresses) { if let a = addressInfo($0) { addressList.append(a) } }
         return (linkList, addressList)
     }
@@ -111,8 +143,8 @@ enum KernelObjects {
 
     /// Builds a snapshot from the link and address caches and a route list already in
     /// ``NetworkSnapshot``'s canonical order (``RouteTable``): no sort, no copy of the routes.
-    static func snapshot(links: OpaquePointer?, addresses: OpaquePointer?, canonicalRoutes routes: [RouteInfo]) -> NetworkSnapshot {
-        let (linkList, addressList) = linksAndAddresses(links: links, addresses: addresses)
+    static func snapshot(links: OpaquePointer?, addresses: OpaquePointer?, refreshed: [Int32: LinkInfo], canonicalRoutes routes: [RouteInfo]) -> NetworkSnapshot {
+        let (linkList, addressList) = linksAndAddresses(links: links, addresses: addresses, refreshed: refreshed)
         return NetworkSnapshot(links: linkList, addresses: addressList, canonicalRoutes: routes)
     }
 }

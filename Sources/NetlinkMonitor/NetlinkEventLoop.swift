@@ -34,6 +34,9 @@ final class NetlinkEventLoop {
     private static let stormNapMilliseconds: Int32 = 1
     /// How long the loop leaves the core to consumers after publishing a loss ahead of libnl.
     private static let lossNapMilliseconds: Int32 = 1
+    /// How long after a route's announced end of life the kernel is asked again: `rta_expires`
+    /// is rounded to 10 ms, and the kernel's own clock ticks up to 10 ms apart (HZ=100).
+    private static let expiryMargin = Duration.milliseconds(30)
     /// Receive buffer for one route datagram (and for the peek at a link datagram in
     /// ``publishLossAhead()``); notifications are single messages far below this.
     private static let routeBufferSize = 64 << 10
@@ -47,15 +50,23 @@ final class NetlinkEventLoop {
     private var linkCache: OpaquePointer?
     private var addressCache: OpaquePointer?
     private var routes = RouteTable()
+    private var expiries = RouteExpiries<ContinuousClock.Instant>()
     /// The kernel's own route lookups for the addresses the monitor tracks.
     private var lookup: KernelRouteLookup?
     private var trackedAddresses: Set<IPAddress> = []
+    /// What each link costs, by name, as the monitor was last told.
+    private var linkCosts: [String: LinkCostAssessment] = [:]
     /// The tracking generation `trackedAddresses` came from.
     private var trackedGeneration = 0
     /// The route list of the last snapshot built, in canonical order (see ``RouteTable``).
     private var sortedRoutes: [RouteInfo] = []
     private let routeBuffer = UnsafeMutableRawPointer.allocate(byteCount: NetlinkEventLoop.routeBufferSize, alignment: 8)
 
+    /// Links libnl keeps under another family than AF_UNSPEC (a bridge, whose kind names one),
+    /// as the kernel last described them. libnl merges a later message about such a link into
+    /// its cached object without taking the new flags or operstate, so the cache keeps a bridge
+    /// up after it lost carrier; each change is read back from the kernel instead.
+    private var refreshedLinks: [Int32: LinkInfo] = [:]
     /// Last seen carrier-relevant state per link index.
     private var linkStates: [Int32: LinkState] = [:]
     private var routeResync = RouteResync.none
@@ -97,12 +108,14 @@ final class NetlinkEventLoop {
             throw error
         }
         KernelObjects.forEach(linkCache) { object in
+            guard KernelObjects.isInterface(object, in: linkCache) else { return }
             let link = KernelObjects.link(object)
             linkStates[link.index] = LinkState(link)
         }
         let request = monitor.wakeRequest()
         trackedAddresses = request.addresses
         trackedGeneration = request.generation
+        linkCosts = request.linkCosts
         published = buildSnapshot()
         monitor.publish(published)
         monitor.lookupsCovered(trackedGeneration)
@@ -252,6 +265,11 @@ final class NetlinkEventLoop {
         Self.drain(fd)
         let request = monitor.wakeRequest()
         if request.stop { return false }
+        if request.linkCosts != linkCosts {
+            linkCosts = request.linkCosts
+            dirty = true
+            urgent = true
+        }
         if request.addresses != trackedAddresses {
             trackedAddresses = request.addresses
             trackedGeneration = request.generation
@@ -369,6 +387,7 @@ final class NetlinkEventLoop {
         NetlinkWire.forEachMessage(in: UnsafeRawBufferPointer(start: buffer, count: count)) { header, offset, _ in
             if let message = RouteMessage((buffer + offset).assumingMemoryBound(to: nlmsghdr.self)) {
                 if routes.apply(message) { dirty = true }
+                recordLifetime(of: message)
             } else if Self.policyMessages.contains(Int32(header.nlmsg_type)) {
                 // Nothing in the snapshot's tables changed, but the kernel's answer may have.
                 monitor.updateStatistics { $0.policyChanges += 1 }
@@ -393,6 +412,15 @@ final class NetlinkEventLoop {
     /// is published after the re-dump, so it cannot bring flushed routes back; another link or
     /// address change goes out first, as the loss did, with the re-dump still due.
     private func settle() {
+        if expiries.isDue(at: clock.now) {
+            // A route's lifetime ended: the kernel no longer uses it, but keeps it (and says
+            // nothing) until its garbage collection. Re-read the table, which also brings lifetimes
+            // a router advertisement extended silently, and ask the kernel again.
+            monitor.updateStatistics { $0.routeExpiries += 1 }
+            routeResync = .beforePublish
+            dirty = true
+            urgent = true
+        }
         if routeResync == .beforePublish || (routeResync == .afterPublish && resyncDue != nil && dirty && !urgent) {
             resyncRoutes()
         }
@@ -415,10 +443,11 @@ final class NetlinkEventLoop {
         var deadline: ContinuousClock.Instant?
         if dirty { deadline = nextBuildAllowed }
         if let resyncDue { deadline = min(deadline ?? resyncDue, resyncDue) }
+        if let expiry = expiries.next { deadline = min(deadline ?? expiry, expiry) }
         guard let deadline else { return -1 }
         // Rounded up: a deadline less than a millisecond away must not turn into a busy loop.
         let milliseconds = (clock.now.duration(to: deadline) / .milliseconds(1)).rounded(.up)
-        return Int32(min(max(1, milliseconds), 60_000))
+        return Int32(min(max(1, milliseconds), Double(Int32.max)))
     }
 
     private func publishIfDue(force: Bool = false) {
@@ -443,7 +472,8 @@ final class NetlinkEventLoop {
 
     private func buildSnapshot() -> NetworkSnapshot {
         sortedRoutes = routes.takeSortedRoutes(previous: sortedRoutes)
-        var snapshot = KernelObjects.snapshot(links: linkCache, addresses: addressCache, canonicalRoutes: sortedRoutes)
+        var snapshot = KernelObjects.snapshot(links: linkCache, addresses: addressCache, refreshed: refreshedLinks, canonicalRoutes: sortedRoutes)
+        snapshot.linkCosts = linkCosts
         lookUpTrackedAddresses(into: &snapshot)
         return snapshot
     }
@@ -468,6 +498,7 @@ final class NetlinkEventLoop {
         let (links, lost) = LinkChange.apply(changes, to: published.links)
         guard lost else { return false }
         var snapshot = NetworkSnapshot(links: links, addresses: published.addresses, canonicalRoutes: published.routes)
+        snapshot.linkCosts = published.linkCosts
         if ConnectivityPolicy.consultsKernelRoutes(links: links) {
             lookUpTrackedAddresses(into: &snapshot)
         } else {
@@ -501,6 +532,8 @@ final class NetlinkEventLoop {
     private func resyncAll() {
         monitor.updateStatistics { $0.fullResyncs += 1 }
         resync(linkCache, "links", callback: NetlinkEventLoop.linkChanged)
+        // The merge kept the old flags of links refreshed by hand, and reported no change.
+        for link in refreshedLinks.values { _ = refreshedLink(link) }
         resync(addressCache, "addresses", callback: NetlinkEventLoop.addressChanged)
         routeResync = .none
         resyncDue = nil
@@ -518,7 +551,15 @@ final class NetlinkEventLoop {
     /// by ResilienceTests). The old table is dropped first so two copies never coexist.
     private func refillRoutes() throws(NetlinkError) {
         routes.removeAll()
-        try RouteMessage.dump(socket: syncSocket!, restart: { routes.removeAll() }) { routes.insertDumped($0) }
+        expiries.removeAll()
+        try RouteMessage.dump(socket: syncSocket!, restart: { routes.removeAll(); expiries.removeAll() }) {
+            routes.insertDumped($0)
+            recordLifetime(of: $0)
+        }
+    }
+
+    private func recordLifetime(of message: RouteMessage) {
+        expiries.record(message.key, expiry: message.lifetime.map { clock.now + $0 + Self.expiryMargin })
     }
 
     private func reportRefillFailure(_ body: () throws(NetlinkError) -> Void) {
@@ -553,15 +594,35 @@ final class NetlinkEventLoop {
         if action == syncd_nl_act_del() { loop.routeResync = max(loop.routeResync, .afterPublish) }
     }
 
+    /// `link` as the kernel describes it now (`RTM_GETLINK` for its index), kept in
+    /// ``refreshedLinks``; `link` itself when the kernel does not answer (it is going away).
+    private func refreshedLink(_ link: LinkInfo) -> LinkInfo {
+        var fresh: OpaquePointer?
+        guard rtnl_link_get_kernel(syncSocket, link.index, nil, &fresh) >= 0, let fresh else {
+            refreshedLinks[link.index] = nil
+            return link
+        }
+        defer { rtnl_link_put(fresh) }
+        let info = KernelObjects.link(fresh)
+        refreshedLinks[link.index] = info
+        return info
+    }
+
     private func linkChanged(_ object: OpaquePointer, action: Int32) {
         dirty = true
         urgent = true
-        let link = KernelObjects.link(object)
+        // A bridge port's AF_BRIDGE view coming and going says nothing about its carrier.
+        guard KernelObjects.isInterface(object, in: linkCache) else { return }
+        var link = KernelObjects.link(object)
         let old = linkStates[link.index]
         if action == syncd_nl_act_del() {
             linkStates[link.index] = nil
+            refreshedLinks[link.index] = nil
             routeResync = max(routeResync, .afterPublish)
             return
+        }
+        if rtnl_link_get_family(object) != AF_UNSPEC {
+            link = refreshedLink(link)
         }
         let new = LinkState(link)
         linkStates[link.index] = new

@@ -74,6 +74,9 @@ public final class NetlinkMonitor: Sendable, Service {
         public var routeLookups: Int = 0
         /// Rule, nexthop and netconf notifications: changes that only the kernel's lookups see.
         public var policyChanges: Int = 0
+        /// Route lifetimes that ended (the kernel stopped using the route without a notification),
+        /// each followed by a re-dump and fresh lookups.
+        public var routeExpiries: Int = 0
         /// Carrier losses published from the raw notification, before libnl had parsed it.
         public var lossesPublishedAhead: Int = 0
         /// The receive buffer the kernel granted, in bytes.
@@ -250,6 +253,18 @@ public final class NetlinkMonitor: Sendable, Service {
         return (TrackingToken(id: id), generation, running)
     }
 
+    /// Sets what each link costs, by link name: every snapshot from now on carries it
+    /// (``NetworkSnapshot/linkCosts``), so verdicts name the cost of the link they go through. A
+    /// change publishes a new snapshot; the same costs again publish nothing.
+    public func setLinkCosts(_ costs: [String: LinkCostAssessment]) {
+        let changed = core.state.withLock { state -> Bool in
+            guard state.linkCosts != costs else { return false }
+            state.linkCosts = costs
+            return true
+        }
+        if changed { core.wake() }
+    }
+
     /// Stops looking up the addresses of `token` (others may still track the same addresses).
     public func untrack(_ token: TrackingToken) {
         let removed = core.state.withLock { state -> Bool in
@@ -293,6 +308,8 @@ final class MonitorCore: Sendable {
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         /// Addresses whose kernel route every snapshot carries, by tracking token.
         var tracked: [Int: [IPAddress]] = [:]
+        /// What each link costs, by name (``NetlinkMonitor/setLinkCosts(_:)``).
+        var linkCosts: [String: LinkCostAssessment] = [:]
         /// Counts changes of `tracked`; the loop reports which one its lookups cover.
         var trackingGeneration = 0
         var coveredGeneration = 0
@@ -407,11 +424,11 @@ final class MonitorCore: Sendable {
         state.withLock { body(&$0.statistics) }
     }
 
-    /// What the loop was woken for: to stop, and which addresses to look up (with the tracking
-    /// generation they belong to).
-    func wakeRequest() -> (stop: Bool, addresses: Set<IPAddress>, generation: Int) {
+    /// What the loop was woken for: to stop, which addresses to look up (with the tracking
+    /// generation they belong to), and what links cost.
+    func wakeRequest() -> (stop: Bool, addresses: Set<IPAddress>, generation: Int, linkCosts: [String: LinkCostAssessment]) {
         state.withLock { state in
-            (state.stopRequested, Set(state.tracked.values.joined()), state.trackingGeneration)
+            (state.stopRequested, Set(state.tracked.values.joined()), state.trackingGeneration, state.linkCosts)
         }
     }
 

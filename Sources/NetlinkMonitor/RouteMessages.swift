@@ -28,6 +28,8 @@ struct RouteMessage {
     var key: RouteKey
     /// The route with its next hops in canonical (sorted) order, as ``NetworkSnapshot`` keeps them.
     var route: RouteInfo
+    /// The route's remaining lifetime (`RTA_CACHEINFO`'s `rta_expires`), for a route that has one.
+    var lifetime: Duration?
 
     var replaces: Bool { flags & Int32(NLM_F_REPLACE) != 0 }
     var appends: Bool { flags & Int32(NLM_F_APPEND) != 0 }
@@ -65,6 +67,24 @@ struct RouteMessage {
             source: source
         )
         self.route = route
+        lifetime = kind == .new ? Self.lifetime(of: header) : nil
+    }
+
+    /// `rta_expires` counts clock ticks of `USER_HZ` (100 per second on Linux), down to the end.
+    private static func lifetime(of header: UnsafeMutablePointer<nlmsghdr>) -> Duration? {
+        let length = Int(header.pointee.nlmsg_len)
+        let start = NetlinkWire.aligned(MemoryLayout<nlmsghdr>.size) + NetlinkWire.aligned(MemoryLayout<rtmsg>.size)
+        guard length > start else { return nil }
+        let message = UnsafeRawBufferPointer(start: UnsafeRawPointer(header), count: length)
+        var ticks: Int32 = 0
+        NetlinkWire.forEachAttribute(in: message, from: start, to: length) { type, payload, size in
+            guard type == UInt16(RTA_CACHEINFO.rawValue), size >= MemoryLayout<rta_cacheinfo>.size else { return true }
+            ticks = message.loadUnaligned(fromByteOffset: payload, as: rta_cacheinfo.self).rta_expires
+            return false
+        }
+        // Zero: no lifetime. Negative: already over (the route awaits garbage collection), which
+        // the kernel's lookups already show; re-reading it again and again would gain nothing.
+        return ticks <= 0 ? nil : .milliseconds(Int64(ticks) * 10)
     }
 
     /// Dumps every route (`RTM_GETROUTE`, `NLM_F_DUMP`, all families) on `socket`, calling `body`

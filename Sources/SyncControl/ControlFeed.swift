@@ -120,7 +120,7 @@ public struct ControlStatus: Sendable, Hashable, Codable {
     public var version: String
     /// The feed hosts' reachability, summed over the feeds.
     public var connectivity: ControlConnectivitySummary
-    /// The internet at large (any default route), for information: feeds follow their own hosts.
+    /// The internet at large (a route to a public address), for information: feeds follow their own hosts.
     public var internet: ControlConnectivity?
     /// Present while any feed cannot reach its host.
     public var banner: ControlOfflineBanner?

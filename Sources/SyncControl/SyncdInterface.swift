@@ -143,7 +143,7 @@ public enum SyncdInterface {
       version: string,
       # The feed hosts' reachability, summed over the feeds.
       connectivity: Summary,
-      # The internet at large (any default route), for information only:
+      # The internet at large (a route to a public address), for information only:
       # each feed follows its own host.
       internet: ?Connectivity,
       # Present while any feed cannot reach its host.

@@ -26,7 +26,7 @@ actor StatusReporter: Service {
     private let verdicts: AsyncStream<Verdict>
     /// Spaces rebuilds ``minimumInterval`` apart: the daemon's clock.
     private let clock: EventLoopClock
-    /// The internet at large (any default route): shown, but no feed depends on it.
+    /// The internet at large (a route to a public address): shown, but no feed depends on it.
     private var connectivity: Verdict?
     private var connectivitySince: Date?
     private(set) var statusLine = "starting"

@@ -31,7 +31,7 @@ extension Netmon {
         static let configuration = CommandConfiguration(abstract: "Print a line each time the verdict changes (Ctrl-C to stop).")
 
         @OptionGroup var namespace: NamespaceOption
-        @Option(help: "Destination addresses (default: the internet, i.e. any default route).")
+        @Option(help: "Destination addresses (default: the internet, i.e. a route to a public address).")
         var destination: [String] = []
         @Option(help: "Seconds an online verdict must hold before it is published.")
         var settle: Double = 2

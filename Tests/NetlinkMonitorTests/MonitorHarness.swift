@@ -76,7 +76,7 @@ final class MonitorHarness: Sendable {
         // The last look always comes after the deadline, so a test process that was busy
         // elsewhere for a while is judged on a fresh dump, not on one taken before the wait.
         while true {
-            dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path, lookingUp: destination.addresses)
+            dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path, lookingUp: destination.kernelLookups)
             if let latest, predicate(latest), monitor.snapshot == dump,
                predicate(ConnectivityPolicy.evaluate(dump, for: destination)) {
                 return
@@ -89,6 +89,29 @@ final class MonitorHarness: Sendable {
             "\(description): latest verdict \(latest.map(String.init(describing:)) ?? "none"), kernel dump says \(ConnectivityPolicy.evaluate(dump, for: destination)); snapshot vs kernel: \(diff)",
             sourceLocation: sourceLocation
         )
+    }
+}
+
+extension MonitorHarness {
+    /// Waits for `predicate` (``expectSettled(_:timeout:sourceLocation:_:)``), then holds the
+    /// verdict against `ip route get` for `host`, an oracle with its own netlink code and parser.
+    /// With `model`, also checks what the snapshot model alone says (main table, no rules): the
+    /// answer syncd gave before it asked the kernel, where that differs.
+    func expectKernelAgrees(
+        _ description: String,
+        about host: IPAddress,
+        model expectedModel: Verdict? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ predicate: (Verdict) -> Bool
+    ) async throws {
+        try await expectSettled(description, sourceLocation: sourceLocation, predicate)
+        let oracle = try await IPRouteGet.ask(host, in: topology.client)
+        let dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: topology.client.path, lookingUp: [host])
+        let verdict = latest ?? .offline(.noCarrier)
+        #expect(oracle.agrees(with: verdict, for: host, in: dump), "\(description): syncd says \(verdict), ip route get says \(oracle)", sourceLocation: sourceLocation)
+        if let expectedModel {
+            #expect(ConnectivityPolicy.evaluateModel(dump, for: .addresses([host])) == expectedModel, "\(description): model", sourceLocation: sourceLocation)
+        }
     }
 }
 

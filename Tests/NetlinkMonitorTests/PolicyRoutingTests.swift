@@ -23,15 +23,7 @@ struct PolicyRoutingTests {
         sourceLocation: SourceLocation = #_sourceLocation,
         _ predicate: (Verdict) -> Bool
     ) async throws {
-        try await h.expectSettled(description, sourceLocation: sourceLocation, predicate)
-        let oracle = try await IPRouteGet.ask(Self.host, in: h.topology.client)
-        let dump = try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: h.topology.client.path, lookingUp: [Self.host])
-        let verdict = h.latest ?? .offline(.noCarrier)
-        #expect(oracle.agrees(with: verdict, for: Self.host, in: dump), "\(description): syncd says \(verdict), ip route get says \(oracle)", sourceLocation: sourceLocation)
-        if let expectedModel {
-            // The model alone (what syncd said before it asked the kernel) gets this case wrong.
-            #expect(ConnectivityPolicy.evaluateModel(dump, for: .addresses([Self.host])) == expectedModel, "\(description): model", sourceLocation: sourceLocation)
-        }
+        try await h.expectKernelAgrees(description, about: Self.host, model: expectedModel, sourceLocation: sourceLocation, predicate)
     }
 
     @Test func aRuleToAnotherTableRoutesTheHost() async throws {

@@ -56,13 +56,13 @@ struct RandomizedOperationTests {
             step += length
             checkpoints += 1
 
-            let failure = try await h.waitForAgreement(lookingUp: [Self.host4, Self.host6]) { dump in
+            let failure = try await h.waitForAgreement(lookingUp: [Self.host4, Self.host6] + Destination.internetProbes) { dump in
                 zip(destinations, logs).allSatisfy { destination, log in
                     log.latest == ConnectivityPolicy.evaluate(dump, for: destination)
                 }
             }
             var oracleDisagreement: String?
-            if failure == nil, let dump = try? await h.kernel(lookingUp: [Self.host4, Self.host6]) {
+            if failure == nil, let dump = try? await h.kernel(lookingUp: [Self.host4, Self.host6] + Destination.internetProbes) {
                 for (address, log) in [(Self.host4, logs[2]), (Self.host6, logs[3])] {
                     let oracle = try await IPRouteGet.ask(address, in: h.client)
                     if let verdict = log.latest, !oracle.agrees(with: verdict, for: address, in: dump) {

@@ -111,14 +111,15 @@ final class ResilienceHarness: Sendable {
     }
 
     /// A fresh dump of the client namespace's tables, with the kernel's routes to `addresses`
-    /// (the ones the monitor tracks, so the two compare equal).
-    func kernel(lookingUp addresses: [IPAddress] = []) async throws -> NetworkSnapshot {
+    /// (the ones the monitor tracks, so the two compare equal; by default those an internet
+    /// verdict tracks).
+    func kernel(lookingUp addresses: [IPAddress] = Destination.internetProbes) async throws -> NetworkSnapshot {
         try await NetlinkMonitor.dumpSnapshot(networkNamespacePath: client.path, lookingUp: addresses)
     }
 
     /// Waits (bounded) until the monitor's snapshot equals a fresh dump and `agrees` holds for
     /// that dump. Returns `nil` on success, or the last dump seen on timeout.
-    func waitForAgreement(timeout: Duration = hangGuard, lookingUp addresses: [IPAddress] = [], _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
+    func waitForAgreement(timeout: Duration = hangGuard, lookingUp addresses: [IPAddress] = Destination.internetProbes, _ agrees: (NetworkSnapshot) -> Bool = { _ in true }) async throws -> NetworkSnapshot? {
         let deadline = ContinuousClock.now + timeout
         // As in the monitor tests: the last comparison is made after the deadline, on a fresh dump.
         while true {
