@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "NameResolution", targets: ["NameResolution"]),
         .library(name: "ConnectivityCheck", targets: ["ConnectivityCheck"]),
         .library(name: "Reachability", targets: ["Reachability"]),
+        .library(name: "LinkCost", targets: ["LinkCost"]),
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "SyncStore", targets: ["SyncStore"]),
         .library(name: "SyncCoordinator", targets: ["SyncCoordinator"]),
@@ -55,6 +56,13 @@ let package = Package(
             name: "CNetlink",
             pkgConfig: "libnl-route-3.0",
             providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
+        ),
+        /// sd-bus from libsystemd, found through pkg-config: the D-Bus client that asks
+        /// NetworkManager what a link costs.
+        .systemLibrary(
+            name: "CSystemdBus",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
         ),
         /// glibc's allocator controls (`mallopt`, `malloc_trim`), which the Glibc module leaves out.
         .systemLibrary(name: "CMalloc"),
@@ -102,6 +110,19 @@ let package = Package(
             dependencies: [
                 "CNetlink",
                 "ConnectivityPolicy",
+                "AsyncBroadcast",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        /// What each link costs (metered or not), from the configuration, NetworkManager over D-Bus,
+        /// systemd-networkd's DHCP leases and the link's kind.
+        .target(
+            name: "LinkCost",
+            dependencies: [
+                "CSystemdBus",
+                "ConnectivityPolicy",
+                "NetlinkMonitor",
                 "AsyncBroadcast",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -284,6 +305,15 @@ let package = Package(
         // MARK: Tests
 
         .testTarget(name: "ConnectivityPolicyTests", dependencies: ["ConnectivityPolicy"]),
+        .testTarget(
+            name: "LinkCostTests",
+            dependencies: [
+                "LinkCost", "ConnectivityPolicy", "NetlinkMonitor", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            exclude: ["Oracle"]
+        ),
         .testTarget(
             name: "EventLoopClockTests",
             dependencies: ["EventLoopClock", "TestSupport", .product(name: "NIOPosix", package: "swift-nio")]
