@@ -100,7 +100,7 @@ let package = Package(
         /// Network snapshot model, carrier rule and the connectivity verdict.
         .target(name: "ConnectivityPolicy"),
         /// Per-feed paging state machine, retry policy and presentation model.
-        .target(name: "SyncCore"),
+        .target(name: "SyncCore", dependencies: ["ConnectivityPolicy"]),
 
         // MARK: Services
 
@@ -260,7 +260,7 @@ let package = Package(
             dependencies: [
                 "NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "SyncStore", "SyncCoordinator",
                 "HTTPFeedSource", "SyncControl", "AsyncBroadcast", "EventLoopClock",
-                "NameResolution", "ConnectivityCheck", "Reachability", "CMalloc", "SyncMetrics",
+                "NameResolution", "ConnectivityCheck", "Reachability", "CMalloc", "SyncMetrics", "LinkCost",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "TOMLKit", package: "TOMLKit"),

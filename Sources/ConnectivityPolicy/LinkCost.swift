@@ -20,9 +20,9 @@ public enum LinkCostSource: String, Sendable, Hashable, Codable, CustomStringCon
     /// Wi-Fi network-cost element, or its own guess from the device type).
     case networkManager = "networkmanager"
     /// systemd-networkd's DHCP lease for the link: vendor option 43 containing `ANDROID_METERED`.
-    case dhcpLease = "dhcp-lease"
+    case dhcpLease = "dhcp_lease"
     /// A guess from the kind of link: a WWAN modem, PPP, USB tethering, Bluetooth PAN.
-    case linkType = "link-type"
+    case linkType = "link_type"
     /// No source said anything.
     case none
 

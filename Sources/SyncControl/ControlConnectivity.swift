@@ -82,8 +82,9 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
 /// link, but the name does not resolve, a portal intercepts, or the server does not answer) with
 /// the evidence; or offline with a reason.
 public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
-    /// Reachable through `link` over `family`, since `since` when known.
-    case online(link: String, family: AddressFamily, since: Date?)
+    /// Reachable through `link` over `family`, since `since` when known; `cost` when something
+    /// says what the link costs.
+    case online(link: String, family: AddressFamily, since: Date?, cost: LinkCostAssessment? = nil)
     /// `detail` is the evidence: the name and the resolver's words, the portal's URL, or the
     /// server and its failure.
     case limited(reason: ControlOfflineReason, detail: String, link: String?, family: AddressFamily?, since: Date?)
@@ -93,7 +94,8 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
     /// Maps a policy verdict; `since` is when the verdict last changed between online and not.
     public init(_ verdict: Verdict, since: Date?) {
         switch verdict {
-        case .online(let path): self = .online(link: path.link, family: path.family, since: since)
+        case .online(let path):
+            self = .online(link: path.link, family: path.family, since: since, cost: path.cost == .unknown ? nil : path.cost)
         case .limited(let limitation):
             self = .limited(
                 reason: ControlOfflineReason(limitation.reason), detail: limitation.detail,
@@ -120,14 +122,16 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
     /// When it last changed between reachable and not, when known.
     public var since: Date? {
         switch self {
-        case .online(_, _, let since), .offline(_, let since), .limited(_, _, _, _, let since): since
+        case .online(_, _, let since, _), .offline(_, let since), .limited(_, _, _, _, let since): since
         }
     }
 
-    /// `online via eth0 (ipv4)`, `limited (captive portal: http://…) via eth0`, `offline (no route to host)`.
+    /// `online via eth0 (ipv4)`, `online via wwan0 (ipv4, metered, guessed from the link type)`,
+    /// `limited (captive portal: http://…) via eth0`, `offline (no route to host)`.
     public var description: String {
         switch self {
-        case .online(let link, let family, _): "online via \(link) (\(family.rawValue))"
+        case .online(let link, let family, _, let cost):
+            "online via \(link) (\(family.rawValue)" + (cost.map { ", \($0.cost), \($0.source)" } ?? "") + ")"
         case .limited(let reason, let detail, let link, _, _): "limited (\(reason): \(detail))" + (link.map { " via \($0)" } ?? "")
         case .offline(let reason, _): "offline (\(reason))"
         }
@@ -135,7 +139,7 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension ControlConnectivity: Codable {
-    private enum CodingKeys: String, CodingKey { case state, link, family, reason, detail, since }
+    private enum CodingKeys: String, CodingKey { case state, link, family, reason, detail, since, cost }
     private enum State: String, Codable { case online, limited, offline }
 
     /// Decodes the wire form: `state` with `link`, `family`, `reason`, `detail` and `since`.
@@ -147,7 +151,8 @@ extension ControlConnectivity: Codable {
             self = .online(
                 link: try container.decode(String.self, forKey: .link),
                 family: try container.decodeIfPresent(AddressFamily.self, forKey: .family) ?? .ipv4,
-                since: since
+                since: since,
+                cost: try container.decodeIfPresent(LinkCostAssessment.self, forKey: .cost)
             )
         case .limited:
             self = .limited(
@@ -166,11 +171,12 @@ extension ControlConnectivity: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
-        case .online(let link, let family, let since):
+        case .online(let link, let family, let since, let cost):
             try container.encode(State.online, forKey: .state)
             try container.encode(link, forKey: .link)
             try container.encode(family, forKey: .family)
             try container.encodeIfPresent(since, forKey: .since)
+            try container.encodeIfPresent(cost, forKey: .cost)
         case .limited(let reason, let detail, let link, let family, let since):
             try container.encode(State.limited, forKey: .state)
             try container.encode(reason, forKey: .reason)
@@ -297,7 +303,7 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
         var offline: [(reason: ControlOfflineReason, since: Date?)] = []
         for feed in feeds {
             switch feed.connectivity {
-            case .online(let link, _, let since)?: online.append((link, since))
+            case .online(let link, _, let since, _)?: online.append((link, since))
             case .offline(let reason, let since)?, .limited(let reason, _, _, _, let since)?: offline.append((reason, since))
             case nil: break
             }

@@ -41,6 +41,14 @@ public enum SyncdInterface {
       detail: ?string
     )
 
+    # What traffic over a link costs, who said so (the configuration, NetworkManager,
+    # a DHCP lease, a guess from the link type), and the evidence.
+    type LinkCost (
+      cost: (metered, unmetered, unknown),
+      source: (configuration, networkmanager, dhcp_lease, link_type, none),
+      detail: ?string
+    )
+
     # One host's reachability, a ladder. Online: the link and family of the
     # route that reaches it. Limited: routed (link and family), but the name does
     # not resolve, a portal intercepts or the server does not answer: the reason
@@ -51,7 +59,9 @@ public enum SyncdInterface {
       family: ?(ipv4, ipv6),
       reason: ?OfflineReason,
       detail: ?string,
-      since: ?string
+      since: ?string,
+      # Online: what traffic over the link costs, when something says.
+      cost: ?LinkCost
     )
 
     # The feed hosts' reachability summed over the feeds: online when every feed

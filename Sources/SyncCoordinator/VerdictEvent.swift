@@ -6,7 +6,7 @@ extension FeedEvent {
     public init(_ verdict: Verdict) {
         switch verdict {
         case .online(let path):
-            self = .online(link: path.link, family: path.family.rawValue)
+            self = .online(link: path.link, family: path.family.rawValue, cost: path.cost)
         case .offline(let reason):
             self = .offline(code: reason.rawValue, reason: reason.description)
         case .limited(let limitation):

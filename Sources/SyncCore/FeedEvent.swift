@@ -1,3 +1,5 @@
+import ConnectivityPolicy
+
 /// Identifies one request or one timer, so that answers to cancelled work are recognised.
 @_spi(StateMachine) public struct FetchToken: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The token's number; each new request or timer gets a larger one.
@@ -54,9 +56,9 @@
     /// `Retry-After`: nothing more in `direction` until `wait` has passed, and a retry already
     /// scheduled sooner moves to then.
     case serverAskedToWait(Direction, Duration)
-    /// The feed's host is reachable, through `link` over `family` when the verdict names them.
-    /// Sent again when only the path changes.
-    case online(link: String? = nil, family: String? = nil)
+    /// The feed's host is reachable, through `link` over `family` when the verdict names them,
+    /// at the link's `cost`. Sent again when only the path or its cost changes.
+    case online(link: String? = nil, family: String? = nil, cost: LinkCostAssessment = .unknown)
     /// Connectivity to the feed's host is lost.
     case offline(code: String, reason: String)
     /// The kernel routes the feed's host (through `link` over `family` when known), but something

@@ -211,9 +211,9 @@ import Foundation
             } else {
                 settle(direction)
             }
-        case .online(let link, let family):
+        case .online(let link, let family, let cost):
             let since = connectivity?.isOnline == true ? connectivity?.since ?? now : now
-            connectivity = FeedConnectivity(.online(link: link, family: family), since: since)
+            connectivity = FeedConnectivity(.online(link: link, family: family, cost: cost), since: since)
             goOnline(random: &random)
         case .offline(let code, let reason):
             goOffline(OfflineBanner(since: now, code: code, reason: reason))

@@ -1,3 +1,4 @@
+import ConnectivityPolicy
 import Foundation
 
 /// What an offline banner says: since when and why.
@@ -32,8 +33,9 @@ public struct OfflineBanner: Sendable, Hashable {
 public struct FeedConnectivity: Sendable, Hashable {
     /// Reachable or not, and through what or why.
     public enum Status: Sendable, Hashable {
-        /// Reachable through `link` (e.g. `eth0`) over `family` (`ipv4`, `ipv6`), when known.
-        case online(link: String?, family: String?)
+        /// Reachable through `link` (e.g. `eth0`) over `family` (`ipv4`, `ipv6`), when known, at
+        /// the link's `cost`.
+        case online(link: String?, family: String?, cost: LinkCostAssessment = .unknown)
         /// Not reachable: a machine-readable `code` (`no-carrier`, `no-route`, …) and a `reason`
         /// in words ("no carrier").
         case offline(code: String, reason: String)

@@ -56,12 +56,17 @@ struct ConfigurationReader {
         }
         if let network = try table(root, "network") {
             let t = Section(name: "network", index: nil, table: network)
-            try expectOnly(network, keys: ["settle", "namespace", "receive_buffer", "resolve_interval", "unanswered_threshold"], table: t)
+            try expectOnly(
+                network, keys: ["settle", "namespace", "receive_buffer", "resolve_interval", "unanswered_threshold", "metered", "unmetered", "networkmanager"],
+                table: t)
             if let v = try duration(t, "settle", allowZero: true) { config.settle = v }
             config.networkNamespacePath = try string(t, "namespace")
             if let v = try int(t, "receive_buffer", range: 4096...(1 << 30)) { config.receiveBufferSize = v }
             if let v = try duration(t, "resolve_interval") { config.resolveInterval = v }
             if let v = try int(t, "unanswered_threshold", range: 1...100) { config.unansweredThreshold = v }
+            if let v = try globs(t, "metered") { config.linkCost.globs.metered = v }
+            if let v = try globs(t, "unmetered") { config.linkCost.globs.unmetered = v }
+            if let v = try bool(t, "networkmanager") { config.followsNetworkManager = v }
         }
         if let check = try table(root, "connectivity_check") {
             let t = Section(name: "connectivity_check", index: nil, table: check)
@@ -254,6 +259,27 @@ struct ConfigurationReader {
         guard let value = t.table[key] else { return nil }
         guard let string = value.string else { throw error(t, key, "must be a string") }
         return string
+    }
+
+    private func bool(_ t: Section, _ key: String) throws(ConfigurationError) -> Bool? {
+        guard let value = t.table[key] else { return nil }
+        guard let bool = value.bool else { throw error(t, key, "must be true or false") }
+        return bool
+    }
+
+    /// Link-name globs: an array of non-empty strings no longer than a link name may be, with
+    /// no control characters.
+    private func globs(_ t: Section, _ key: String) throws(ConfigurationError) -> [String]? {
+        guard let value = t.table[key] else { return nil }
+        guard let array = value.array else { throw error(t, key, "must be an array of link-name globs, e.g. [\"wwan*\", \"ppp*\"]") }
+        var globs: [String] = []
+        for element in array {
+            guard let glob = element.string, !glob.isEmpty, glob.utf8.count <= 64,
+                  !glob.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else { throw error(t, key, "must be an array of link-name globs, e.g. [\"wwan*\", \"ppp*\"]") }
+            globs.append(glob)
+        }
+        return globs
     }
 
     private func nonEmpty(_ t: Section, _ key: String, _ value: String) throws(ConfigurationError) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPFeedSource
+import LinkCost
 import Logging
 import SyncCore
 import SyncMetrics
@@ -91,6 +92,10 @@ public struct DaemonConfiguration: Sendable {
     public var connectivityCheck: ConnectivityCheck?
     /// The `[[feed]]` tables, in file order.
     public var feeds: [Feed] = []
+    /// Where link costs come from besides NetworkManager: `[network] metered`, `unmetered`.
+    public var linkCost = LinkCostTracker.Configuration()
+    /// Whether NetworkManager's `Metered` is followed over the system bus (`[network] networkmanager`).
+    public var followsNetworkManager = true
     /// The HTTP metrics endpoint (`[metrics] listen`); `nil`: none.
     public var metricsEndpoint: MetricsEndpoint.Configuration?
     /// The metrics textfile (`[metrics] textfile`, `textfile_interval`); `nil`: none.

@@ -73,8 +73,11 @@ enum StatusMapping {
     static func connectivity(_ connectivity: FeedConnectivity?) -> ControlConnectivity? {
         guard let connectivity else { return nil }
         switch connectivity.status {
-        case .online(let link, let family):
-            return .online(link: link ?? "?", family: family.flatMap(AddressFamily.init(rawValue:)) ?? .ipv4, since: connectivity.since)
+        case .online(let link, let family, let cost):
+            return .online(
+                link: link ?? "?", family: family.flatMap(AddressFamily.init(rawValue:)) ?? .ipv4, since: connectivity.since,
+                cost: cost.cost == .unknown && cost.source == .none ? nil : cost
+            )
         case .offline(let code, _):
             return .offline(reason: ControlOfflineReason(code: code), since: connectivity.since)
         case .limited(let code, _, let detail, let link, let family):

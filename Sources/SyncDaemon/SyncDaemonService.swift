@@ -5,6 +5,7 @@ import ConnectivityPolicy
 import EventLoopClock
 import Foundation
 import HTTPFeedSource
+import LinkCost
 import Logging
 import NameResolution
 import NetlinkMonitor
@@ -161,8 +162,12 @@ public struct SyncDaemonService: Service {
         let hosts = reachabilities
         let logger = self.logger
         let socketPath = configuration.controlSocketPath
+        let networkManager = configuration.followsNetworkManager
+            ? NetworkManagerWatcher(logger: logger) : nil
+        let linkCosts = LinkCostTracker(monitor: monitor, networkManager: networkManager, configuration: configuration.linkCost, logger: logger)
         var parts: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: monitor, serviceName: "netlink monitor"),
+            .init(service: linkCosts, serviceName: "link costs"),
             .init(service: UntilShutdown { try await resolver.run() }, serviceName: "name resolver"),
         ]
         for (index, reachability) in hosts.enumerated() {
@@ -186,6 +191,9 @@ public struct SyncDaemonService: Service {
                 serviceName: "coordinator"
             ),
         ]
+        if let networkManager {
+            parts.append(.init(service: networkManager, serviceName: "NetworkManager watcher"))
+        }
         if let endpoint {
             parts.append(.init(
                 service: Self.reportingFailure("metrics endpoint failed", logger: logger) { try await endpoint.run() },

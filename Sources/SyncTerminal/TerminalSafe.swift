@@ -19,7 +19,12 @@ extension ControlStatus {
 extension ControlConnectivity {
     var terminalSafe: ControlConnectivity {
         switch self {
-        case .online(let link, let family, let since): .online(link: link.terminalSafe, family: family, since: since)
+        case .online(let link, let family, let since, let cost):
+            .online(link: link.terminalSafe, family: family, since: since, cost: cost.map { cost in
+                var safe = cost
+                safe.detail = cost.detail?.terminalSafe
+                return safe
+            })
         case .limited(let reason, let detail, let link, let family, let since):
             .limited(reason: reason, detail: detail.terminalSafe, link: link?.terminalSafe, family: family, since: since)
         case .offline: self

@@ -30,7 +30,7 @@ struct FeedConnectivityTests {
         #expect(status.connectivity.state == .online, "\(status.connectivity)")
         #expect(status.connectivity.link == VethTopology.clientLink)
         #expect(status.banner == nil, "no banner while every feed reaches its host")
-        guard case .online(let link, _, _)? = status.feeds.first?.connectivity else { Issue.record("feed not online: \(status)"); return }
+        guard case .online(let link, _, _, _)? = status.feeds.first?.connectivity else { Issue.record("feed not online: \(status)"); return }
         #expect(link == VethTopology.clientLink)
         #expect(FeedCondition(status.feeds[0]) == .synced)
         #expect(status.internet == .offline(reason: .noRoute, since: status.internet?.since))
