@@ -17,8 +17,8 @@ struct LinkKindTests {
     static let internetProbe = Destination.internetProbes[0]
 
     /// A client whose address sits on bridge `br0`, with `veth-c` as its only port.
-    func bridgedHarness() async throws -> MonitorHarness {
-        let h = try await MonitorHarness(destination: .addresses([Self.host]), configure: false)
+    func bridgedHarness(destination: Destination = .addresses([Self.host])) async throws -> MonitorHarness {
+        let h = try await MonitorHarness(destination: destination, configure: false)
         try await h.server("addr", "add", "\(VethTopology.serverAddress)/24", "dev", VethTopology.serverLink)
         try await h.server("link", "set", VethTopology.serverLink, "up")
         try await h.client("link", "add", "br0", "type", "bridge")
@@ -59,15 +59,7 @@ struct LinkKindTests {
 
     @Test func theInternetThroughABridgeIsOnline() async throws {
         try Privileges.requireRoot()
-        let h = try await MonitorHarness(destination: .internet, configure: false)
-        try await h.server("addr", "add", "\(VethTopology.serverAddress)/24", "dev", VethTopology.serverLink)
-        try await h.server("link", "set", VethTopology.serverLink, "up")
-        try await h.client("link", "add", "br0", "type", "bridge")
-        try await h.client("link", "set", VethTopology.clientLink, "master", "br0")
-        try await h.client("link", "set", VethTopology.clientLink, "up")
-        try await h.client("link", "set", "br0", "up")
-        try await h.client("addr", "add", "\(VethTopology.clientAddress)/24", "dev", "br0")
-        try await h.client("route", "add", "default", "via", VethTopology.serverAddress, "dev", "br0")
+        let h = try await bridgedHarness(destination: .internet)
         try await h.expectKernelAgrees("internet through the bridge", about: Self.internetProbe) { $0.isOnline(via: "br0") }
     }
 
