@@ -66,6 +66,8 @@ let package = Package(
         ),
         /// glibc's allocator controls (`mallopt`, `malloc_trim`), which the Glibc module leaves out.
         .systemLibrary(name: "CMalloc"),
+        /// Thread names and kernel thread ids (`prctl` and `syscall` are variadic, `gettid` hidden).
+        .systemLibrary(name: "CThread"),
         /// `accept4` and `pipe2`, which the Glibc module hides (they need `_GNU_SOURCE`).
         .systemLibrary(name: "CSocket"),
         /// `sqlite3_config`, which is variadic and so out of Swift's reach.
@@ -109,6 +111,7 @@ let package = Package(
             name: "NetlinkMonitor",
             dependencies: [
                 "CNetlink",
+                "CThread",
                 "ConnectivityPolicy",
                 "AsyncBroadcast",
                 .product(name: "Logging", package: "swift-log"),
@@ -121,6 +124,7 @@ let package = Package(
             name: "LinkCost",
             dependencies: [
                 "CSystemdBus",
+                "CThread",
                 "ConnectivityPolicy",
                 "NetlinkMonitor",
                 "AsyncBroadcast",
@@ -134,6 +138,7 @@ let package = Package(
             name: "NameResolution",
             dependencies: [
                 "ConnectivityPolicy",
+                "CThread",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

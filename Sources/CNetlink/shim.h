@@ -17,8 +17,6 @@
 #include <linux/if_addr.h>
 #include <sched.h>
 #include <sys/socket.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Flag and constant values that Swift cannot import from macros with casts. */
@@ -40,12 +38,6 @@ static inline int syncd_so_rcvbufforce(void) { return 33; /* SO_RCVBUFFORCE */ }
 static inline int syncd_so_rcvbuf(void) { return SO_RCVBUF; }
 static inline int syncd_rtnh_f_dead(void) { return RTNH_F_DEAD; }
 static inline int syncd_rtnh_f_linkdown(void) { return RTNH_F_LINKDOWN; }
-
-/* Names the calling thread (15 bytes at most), as ps -L and /proc/PID/task/TID/comm show it. */
-static inline int syncd_set_thread_name(const char *name) { return prctl(PR_SET_NAME, name, 0, 0, 0); }
-
-/* The calling thread's kernel id (gettid(2) is only declared under _GNU_SOURCE). */
-static inline int syncd_gettid(void) { return (int)syscall(SYS_gettid); }
 
 /* nl_socket_add_memberships is variadic; this is the one group form. */
 static inline int syncd_nl_socket_add_membership(struct nl_sock *sk, int group) {

@@ -4,8 +4,6 @@
 #include <systemd/sd-bus.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /*
@@ -47,11 +45,5 @@ static inline int syncd_bus_call_async(
 
 /* A non-blocking, close-on-exec eventfd: the bus thread's stop signal. */
 static inline int syncd_bus_stop_fd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
-
-/* Names the calling thread (15 bytes at most), as ps -L and /proc/PID/task/TID/comm show it. */
-static inline int syncd_bus_set_thread_name(const char *name) { return prctl(PR_SET_NAME, name, 0, 0, 0); }
-
-/* The calling thread's kernel id (gettid(2) is only declared under _GNU_SOURCE). */
-static inline int syncd_bus_gettid(void) { return (int)syscall(SYS_gettid); }
 
 #endif

@@ -1,5 +1,6 @@
 import AsyncBroadcast
 import CSystemdBus
+import CThread
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -154,8 +155,8 @@ public final class NetworkManagerWatcher: Service, Sendable {
             // The continuation is resumed by the thread as its last act, or here when there is no thread:
             // exactly once either way.
             let started = startDetachedThread { [self] in
-                _ = syncd_bus_set_thread_name("syncd-nm-bus")
-                state.withLock { $0.threadID = syncd_bus_gettid() }
+                _ = syncd_set_thread_name("syncd-nm-bus")
+                state.withLock { $0.threadID = syncd_gettid() }
                 let session = NetworkManagerBusSession(configuration: configuration, logger: logger) { devices in
                     broadcast.publishIfChanged(devices)
                 }

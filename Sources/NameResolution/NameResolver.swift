@@ -1,3 +1,4 @@
+import CThread
 import ConnectivityPolicy
 import Foundation
 import Logging
@@ -200,10 +201,9 @@ public final class NameResolver: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 let thread = Thread { [self] in
-                    // Foundation's Thread.name does not reach the kernel on Linux (and
-                    // pthread_setname_np needs _GNU_SOURCE): name it where ps and /proc look.
-                    try? "syncd-resolver".write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
-                    let tid = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")).flatMap { Int32($0.split(separator: "/").last ?? "") }
+                    // Foundation's Thread.name does not reach the kernel on Linux.
+                    _ = syncd_set_thread_name("syncd-resolver")
+                    let tid = syncd_gettid()
                     state.withLock { $0.threadID = tid }
                     loop(wakeFD: readFD)
                     done.resume()

@@ -1,4 +1,5 @@
 import CNetlink
+import CThread
 import ConnectivityPolicy
 import AsyncBroadcast
 import Foundation
