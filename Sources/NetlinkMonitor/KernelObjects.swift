@@ -118,19 +118,20 @@ enum KernelObjects {
         var addressList: [AddressInfo] = []
         linkList.reserveCapacity(Int(nl_cache_nitems(links)))
         addressList.reserveCapacity(Int(nl_cache_nitems(addresses)))
-        var familyOnly: [Int32: LinkInfo] = [:]
+        // Objects of other families, kept until every AF_UNSPEC one is known (they stay in the
+        // cache meanwhile): a bridge's link is the only object of its index.
+        var familyOnly: [Int32: OpaquePointer] = [:]
         var interfaces = Set<Int32>()
         forEach(links) { object in
-            let info = link(object)
             if rtnl_link_get_family(object) == AF_UNSPEC {
+                let info = link(object)
                 linkList.append(info)
                 interfaces.insert(info.index)
-            } else if familyOnly[info.index] == nil {
-                familyOnly[info.index] = info
+            } else if familyOnly[rtnl_link_get_ifindex(object)] == nil {
+                familyOnly[rtnl_link_get_ifindex(object)] = object
             }
         }
-        // Without a lookup per object: a bridge's link is the only object of its index.
-        for (index, info) in familyOnly where !interfaces.contains(index) { linkList.append(refreshed[index] ?? info) }
+        for (index, object) in familyOnly where !interfaces.contains(index) { linkList.append(refreshed[index] ?? link(object)) }
         forEach(addresses) { if let a = addressInfo($0) { addressList.append(a) } }
         return (linkList, addressList)
     }

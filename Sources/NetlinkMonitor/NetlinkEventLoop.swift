@@ -107,16 +107,12 @@ final class NetlinkEventLoop {
             release()
             throw error
         }
-        KernelObjects.forEach(linkCache) { object in
-            guard KernelObjects.isInterface(object, in: linkCache) else { return }
-            let link = KernelObjects.link(object)
-            linkStates[link.index] = LinkState(link)
-        }
         let request = monitor.wakeRequest()
         trackedAddresses = request.addresses
         trackedGeneration = request.generation
         linkCosts = request.linkCosts
         published = buildSnapshot()
+        for link in published.links { linkStates[link.index] = LinkState(link) }
         monitor.publish(published)
         monitor.lookupsCovered(trackedGeneration)
     }
