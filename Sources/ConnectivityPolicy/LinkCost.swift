@@ -57,6 +57,9 @@ public struct LinkCostAssessment: Sendable, Hashable, Codable, CustomStringConve
     /// Nothing known about the link.
     public static let unknown = LinkCostAssessment(.unknown, source: .none)
 
+    /// This assessment, or `nil` when nothing is known (``unknown``): what status reports carry.
+    public var known: LinkCostAssessment? { self == .unknown ? nil : self }
+
     /// Whether bulk transfers should hold back: only a metered link says so.
     public var isMetered: Bool { cost == .metered }
 

@@ -95,7 +95,7 @@ public enum ControlConnectivity: Sendable, Hashable, CustomStringConvertible {
     public init(_ verdict: Verdict, since: Date?) {
         switch verdict {
         case .online(let path):
-            self = .online(link: path.link, family: path.family, since: since, cost: path.cost == .unknown ? nil : path.cost)
+            self = .online(link: path.link, family: path.family, since: since, cost: path.cost.known)
         case .limited(let limitation):
             self = .limited(
                 reason: ControlOfflineReason(limitation.reason), detail: limitation.detail,
@@ -142,7 +142,7 @@ extension ControlConnectivity: Codable {
     private enum CodingKeys: String, CodingKey { case state, link, family, reason, detail, since, cost }
     private enum State: String, Codable { case online, limited, offline }
 
-    /// Decodes the wire form: `state` with `link`, `family`, `reason`, `detail` and `since`.
+    /// Decodes the wire form: `state` with `link`, `family`, `reason`, `detail`, `since` and `cost`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let since = try container.decodeIfPresent(Date.self, forKey: .since)

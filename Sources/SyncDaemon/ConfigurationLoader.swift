@@ -267,16 +267,17 @@ struct ConfigurationReader {
         return bool
     }
 
-    /// Link-name globs: an array of non-empty strings no longer than a link name may be, with
-    /// no control characters.
+    /// Link-name globs: an array of non-empty strings of at most 64 bytes with no control
+    /// characters.
     private func globs(_ t: Section, _ key: String) throws(ConfigurationError) -> [String]? {
         guard let value = t.table[key] else { return nil }
-        guard let array = value.array else { throw error(t, key, "must be an array of link-name globs, e.g. [\"wwan*\", \"ppp*\"]") }
+        let message = "must be an array of link-name globs (at most 64 bytes each), e.g. [\"wwan*\", \"ppp*\"]"
+        guard let array = value.array else { throw error(t, key, message) }
         var globs: [String] = []
         for element in array {
             guard let glob = element.string, !glob.isEmpty, glob.utf8.count <= 64,
                   !glob.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-            else { throw error(t, key, "must be an array of link-name globs, e.g. [\"wwan*\", \"ppp*\"]") }
+            else { throw error(t, key, message) }
             globs.append(glob)
         }
         return globs

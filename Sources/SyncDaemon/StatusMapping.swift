@@ -76,7 +76,7 @@ enum StatusMapping {
         case .online(let link, let family, let cost):
             return .online(
                 link: link ?? "?", family: family.flatMap(AddressFamily.init(rawValue:)) ?? .ipv4, since: connectivity.since,
-                cost: cost.cost == .unknown && cost.source == .none ? nil : cost
+                cost: cost.known
             )
         case .offline(let code, _):
             return .offline(reason: ControlOfflineReason(code: code), since: connectivity.since)
