@@ -88,16 +88,18 @@ public struct LinkCostFiles: Sendable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: maximumFileSize + 1)
-        var count = 0
-        while count < buffer.count {
-            let read = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+        // Sysfs files and leases are a few hundred bytes: read in small chunks, not into a buffer
+        // of the largest size allowed.
+        var contents: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while contents.count <= maximumFileSize {
+            let read = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
             if read < 0 && errno == EINTR { continue }
             guard read > 0 else { break }
-            count += read
+            contents += chunk[0..<read]
         }
-        guard count <= maximumFileSize else { return nil }
-        return String(decoding: buffer[0..<count], as: UTF8.self)
+        guard contents.count <= maximumFileSize else { return nil }
+        return String(decoding: contents, as: UTF8.self)
     }
 
     private static func linkTarget(_ path: String) -> String? {

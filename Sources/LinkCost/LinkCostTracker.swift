@@ -89,7 +89,8 @@ public final class LinkCostTracker: Service, Sendable {
         var snapshot = monitor.snapshot
         var devices = networkManager?.devices ?? [:]
         var key = LinkKey(snapshot)
-        decide(snapshot, devices: devices)
+        var hardware = HardwareFacts(files: configuration.files)
+        decide(snapshot, devices: devices, hardware: &hardware)
         for await input in inputs {
             switch input {
             case .snapshot(let next):
@@ -101,20 +102,50 @@ public final class LinkCostTracker: Service, Sendable {
                 guard next != devices else { continue }
                 devices = next
             }
-            decide(snapshot, devices: devices)
+            decide(snapshot, devices: devices, hardware: &hardware)
+        }
+    }
+
+    /// Sysfs facts by link, read once per link: a link's hardware does not change while it keeps
+    /// its index and name (a rename or a new link is read again).
+    private struct HardwareFacts {
+        private struct Identity: Hashable {
+            var index: Int32
+            var name: String
+        }
+
+        let files: LinkCostFiles
+        private var known: [Identity: LinkFacts?] = [:]
+
+        init(files: LinkCostFiles) { self.files = files }
+
+        /// The facts of each of `links` by index, reading only links not seen before; links
+        /// gone are forgotten.
+        mutating func facts(of links: [LinkInfo]) -> [Int32: LinkFacts] {
+            var current: [Identity: LinkFacts?] = [:]
+            var byIndex: [Int32: LinkFacts] = [:]
+            for link in links {
+                let identity = Identity(index: link.index, name: link.name)
+                let facts = known[identity] ?? files.facts(linkName: link.name)
+                current[identity] = facts
+                byIndex[link.index] = facts
+            }
+            known = current
+            return byIndex
         }
     }
 
     /// Decides every link's cost and hands the known ones to the monitor; logs each change.
-    private func decide(_ snapshot: NetworkSnapshot, devices: [String: NetworkManagerMetered]) {
+    private func decide(_ snapshot: NetworkSnapshot, devices: [String: NetworkManagerMetered], hardware: inout HardwareFacts) {
         var costs: [String: LinkCostAssessment] = [:]
+        let facts = hardware.facts(of: snapshot.links)
         for link in snapshot.links where !link.isLoopback {
             let assessment = LinkCostRules.assess(
                 link: link.name,
                 globs: configuration.globs,
                 networkManager: devices[link.name],
                 leaseSaysMetered: configuration.files.leaseSaysMetered(linkIndex: link.index),
-                facts: configuration.files.facts(linkName: link.name)
+                facts: facts[link.index]
             )
             if assessment.cost != .unknown { costs[link.name] = assessment }
         }
