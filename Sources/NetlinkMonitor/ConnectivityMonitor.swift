@@ -36,9 +36,10 @@ public enum ConnectivityMonitor {
     ///
     /// The monitor tracks the destination's addresses (``NetlinkMonitor/track(_:)``; for the
     /// internet, ``Destination/internetProbes``), so the verdict follows the kernel's own route
-    /// lookup, policy rules and tunnels included; the first verdict waits for that lookup. Snapshots are evaluated on the monitor's own thread as they are
-    /// published, so an offline verdict reaches the consumer with a single hand-over rather than
-    /// one per stage, and with none when the consumer's task prefers the monitor's executor
+    /// lookup, policy rules and tunnels included; the first verdict waits for that lookup.
+    /// Snapshots are evaluated on the monitor's own thread as they are published, so an offline
+    /// verdict reaches the consumer with a single hand-over rather than one per stage, and with
+    /// none when the consumer's task prefers the monitor's executor
     /// (``NetlinkMonitor/taskExecutor``). A ``Destination/host(_:)`` is judged as the internet
     /// here: resolve names first (the `Reachability` module does, and re-resolves them).
     public static func verdicts<C: Clock<Duration>>(
