@@ -12,59 +12,47 @@ import TestSupport
     "needs dbus-daemon, python3-dbus and python3-gi (under CI it runs and fails instead)"))
 struct NetworkManagerWatcherTests {
     @Test func readsTheDevicesPresentAtStart() async throws {
-        try await withTestBus { bus in
-            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["eth0": "2", "wwan0": "3"])
-            let log = RecordedLog()
-            try await withWatcher(on: bus, log: log) { watcher in
-                try await waitForDevices(watcher, ["eth0": .no, "wwan0": .guessYes], "NetworkManager's two devices are read")
-                #expect(watcher.devices["eth0"]?.cost == .unmetered)
-                #expect(watcher.devices["wwan0"]?.cost == .metered)
-                #expect(watcher.devices["wwan0"]?.description == "guess-yes")
-                #expect(log.messages(at: .info).contains { $0.contains("NetworkManager is on the bus") }, "\(log.all)")
-            }
-            await networkManager.stop()
+        let log = RecordedLog()
+        try await withNetworkManagerAndWatcher(devices: ["eth0": "2", "wwan0": "3"], log: log) { networkManager, watcher in
+            try await waitForDevices(watcher, ["eth0": .no, "wwan0": .guessYes], "NetworkManager's two devices are read")
+            #expect(watcher.devices["eth0"]?.cost == .unmetered)
+            #expect(watcher.devices["wwan0"]?.cost == .metered)
+            #expect(watcher.devices["wwan0"]?.description == "guess-yes")
+            #expect(log.messages(at: .info).contains { $0.contains("NetworkManager is on the bus") }, "\(log.all)")
         }
     }
 
     @Test func followsMeteredChanges() async throws {
-        try await withTestBus { bus in
-            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["wlan0": "4"])
-            try await withWatcher(on: bus) { watcher in
-                try await waitForDevices(watcher, ["wlan0": .guessNo], "wlan0 is read")
-                // The stream starts with the map as it is, then follows; a slow reader skips to the newest.
-                let updates = watcher.updates()
-                let first = try await withHangGuard("the first map of a new updates stream") {
-                    var iterator = watcher.updates().makeAsyncIterator()
-                    return await iterator.next()
-                }
-                #expect(first == ["wlan0": .guessNo])
-                try await networkManager.send("set wlan0 1")
-                try await waitForDevices(watcher, ["wlan0": .yes], "wlan0's change to metered is seen")
-                try await networkManager.send("set wlan0 0")
-                try await waitForDevices(watcher, ["wlan0": .unknown], "wlan0's change to unknown is seen")
-                let reached = try await withHangGuard("the updates stream reaches wlan0=unknown") {
-                    for await devices in updates where devices == ["wlan0": .unknown] { return true }
-                    return false
-                }
-                #expect(reached)
+        try await withNetworkManagerAndWatcher(devices: ["wlan0": "4"]) { networkManager, watcher in
+            try await waitForDevices(watcher, ["wlan0": .guessNo], "wlan0 is read")
+            // The stream starts with the map as it is, then follows; a slow reader skips to the newest.
+            let updates = watcher.updates()
+            let first = try await withHangGuard("the first map of a new updates stream") {
+                var iterator = watcher.updates().makeAsyncIterator()
+                return await iterator.next()
             }
-            await networkManager.stop()
+            #expect(first == ["wlan0": .guessNo])
+            try await networkManager.send("set wlan0 1")
+            try await waitForDevices(watcher, ["wlan0": .yes], "wlan0's change to metered is seen")
+            try await networkManager.send("set wlan0 0")
+            try await waitForDevices(watcher, ["wlan0": .unknown], "wlan0's change to unknown is seen")
+            let reached = try await withHangGuard("the updates stream reaches wlan0=unknown") {
+                for await devices in updates where devices == ["wlan0": .unknown] { return true }
+                return false
+            }
+            #expect(reached)
         }
     }
 
     @Test func followsDevicesAddedRemovedAndRenamed() async throws {
-        try await withTestBus { bus in
-            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["eth0": "2"])
-            try await withWatcher(on: bus) { watcher in
-                try await waitForDevices(watcher, ["eth0": .no], "eth0 is read")
-                try await networkManager.send("add wwan0 1")
-                try await waitForDevices(watcher, ["eth0": .no, "wwan0": .yes], "the added wwan0 is read")
-                try await networkManager.send("remove eth0")
-                try await waitForDevices(watcher, ["wwan0": .yes], "the removed eth0 is gone")
-                try await networkManager.send("rename wwan0 wwan1")
-                try await waitForDevices(watcher, ["wwan1": .yes], "wwan0's new name is seen")
-            }
-            await networkManager.stop()
+        try await withNetworkManagerAndWatcher(devices: ["eth0": "2"]) { networkManager, watcher in
+            try await waitForDevices(watcher, ["eth0": .no], "eth0 is read")
+            try await networkManager.send("add wwan0 1")
+            try await waitForDevices(watcher, ["eth0": .no, "wwan0": .yes], "the added wwan0 is read")
+            try await networkManager.send("remove eth0")
+            try await waitForDevices(watcher, ["wwan0": .yes], "the removed eth0 is gone")
+            try await networkManager.send("rename wwan0 wwan1")
+            try await waitForDevices(watcher, ["wwan1": .yes], "wwan0's new name is seen")
         }
     }
 
@@ -90,49 +78,41 @@ struct NetworkManagerWatcherTests {
     }
 
     @Test func ignoresWrongTypesAndAbsurdNames() async throws {
-        try await withTestBus { bus in
-            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["eth0": "2", "bad0": "s:yes", "mark0": "1"])
-            let log = RecordedLog()
-            try await withWatcher(on: bus, log: log) { watcher in
-                try await waitForDevices(watcher, ["eth0": .no, "mark0": .yes], "the devices are read, bad0 without its string Metered")
-                try await waitUntil("the watcher has read bad0 and ignored its Metered") {
-                    log.messages(at: .debug).contains { $0.contains("Metered") && $0.contains("type s") }
-                }
-                #expect(watcher.devices == ["eth0": .no, "mark0": .yes])
-
-                try await networkManager.send("set eth0 s:yes")
-                try await networkManager.send("set eth0 9")
-                try await networkManager.send(#"add eth\x01 1"#)
-                try await networkManager.send("add 0123456789abcdef 1")
-                try await networkManager.send("add averyveryverylongname 1")
-                try await networkManager.send("rename mark0 bad/name")
-                try await networkManager.send("add abcdefghijklmno 4")
-                // The last change comes after the others on the bus: once it is seen, so were they.
-                try await waitForDevices(
-                    watcher, ["eth0": .no, "mark0": .yes, "abcdefghijklmno": .guessNo],
-                    "the 15-byte name is read, the changes before it ignored")
+        let log = RecordedLog()
+        try await withNetworkManagerAndWatcher(devices: ["eth0": "2", "bad0": "s:yes", "mark0": "1"], log: log) { networkManager, watcher in
+            try await waitForDevices(watcher, ["eth0": .no, "mark0": .yes], "the devices are read, bad0 without its string Metered")
+            try await waitUntil("the watcher has read bad0 and ignored its Metered") {
+                log.messages(at: .debug).contains { $0.contains("Metered") && $0.contains("type s") }
             }
-            let ignored = log.messages(at: .debug).filter { $0.hasPrefix("ignoring") }
-            #expect(ignored.contains { $0.contains("Metered") && $0.contains("type s") }, "\(log.all)")
-            #expect(ignored.contains { $0.contains("Metered=9") }, "\(log.all)")
-            #expect(ignored.filter { $0.contains("not a usable interface name") }.count == 4, "\(log.all)")
-            await networkManager.stop()
+            #expect(watcher.devices == ["eth0": .no, "mark0": .yes])
+
+            try await networkManager.send("set eth0 s:yes")
+            try await networkManager.send("set eth0 9")
+            try await networkManager.send(#"add eth\x01 1"#)
+            try await networkManager.send("add 0123456789abcdef 1")
+            try await networkManager.send("add averyveryverylongname 1")
+            try await networkManager.send("rename mark0 bad/name")
+            try await networkManager.send("add abcdefghijklmno 4")
+            // The last change comes after the others on the bus: once it is seen, so were they.
+            try await waitForDevices(
+                watcher, ["eth0": .no, "mark0": .yes, "abcdefghijklmno": .guessNo],
+                "the 15-byte name is read, the changes before it ignored")
         }
+        let ignored = log.messages(at: .debug).filter { $0.hasPrefix("ignoring") }
+        #expect(ignored.contains { $0.contains("Metered") && $0.contains("type s") }, "\(log.all)")
+        #expect(ignored.contains { $0.contains("Metered=9") }, "\(log.all)")
+        #expect(ignored.filter { $0.contains("not a usable interface name") }.count == 4, "\(log.all)")
     }
 
     @Test func tracksAtMostTheConfiguredNumberOfDevices() async throws {
-        try await withTestBus { bus in
-            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["eth0": "2", "eth1": "2", "eth2": "2"])
-            let log = RecordedLog()
-            try await withWatcher(on: bus, maximumDevices: 2, log: log) { watcher in
-                // NetworkManager lists its devices in the order they came; the first two are kept.
-                try await waitForDevices(watcher, ["eth0": .no, "eth1": .no], "the first two devices are read")
-                #expect(log.messages(at: .debug).contains { $0.contains("beyond 2") }, "\(log.all)")
-                try await networkManager.send("add wwan0 1")
-                try await networkManager.send("set eth0 1")
-                try await waitForDevices(watcher, ["eth0": .yes, "eth1": .no], "eth0's change, after wwan0 was added, is seen")
-            }
-            await networkManager.stop()
+        let log = RecordedLog()
+        try await withNetworkManagerAndWatcher(devices: ["eth0": "2", "eth1": "2", "eth2": "2"], maximumDevices: 2, log: log) { networkManager, watcher in
+            // NetworkManager lists its devices in the order they came; the first two are kept.
+            try await waitForDevices(watcher, ["eth0": .no, "eth1": .no], "the first two devices are read")
+            #expect(log.messages(at: .debug).contains { $0.contains("beyond 2") }, "\(log.all)")
+            try await networkManager.send("add wwan0 1")
+            try await networkManager.send("set eth0 1")
+            try await waitForDevices(watcher, ["eth0": .yes, "eth1": .no], "eth0's change, after wwan0 was added, is seen")
         }
     }
 
@@ -237,24 +217,41 @@ struct NetworkManagerWatcherTests {
     }
 
     @Test func idleBusThreadDoesNotWake() async throws {
-        try await withTestBus { bus in
-            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["eth0": "2", "wwan0": "3"])
-            try await withWatcher(on: bus) { watcher in
-                try await waitForDevices(watcher, ["eth0": .no, "wwan0": .guessYes], "the devices are read")
-                let thread = try #require(watcher.threadID)
-                try await waitUntil("the bus thread sleeps") { threadState(thread) == "S" }
-                let before = try #require(voluntarySwitches(thread))
-                // A quiet period with no bus traffic; what is counted is wake-ups, not time.
-                try await Task.sleep(for: .seconds(2))
-                let after = try #require(voluntarySwitches(thread))
-                #expect(after - before <= 1, "the bus thread woke \(after - before) times with nothing on the bus")
-            }
-            await networkManager.stop()
+        try await withNetworkManagerAndWatcher(devices: ["eth0": "2", "wwan0": "3"]) { networkManager, watcher in
+            try await waitForDevices(watcher, ["eth0": .no, "wwan0": .guessYes], "the devices are read")
+            let thread = try #require(watcher.threadID)
+            try await waitUntil("the bus thread sleeps") { threadState(thread) == "S" }
+            let before = try #require(voluntarySwitches(thread))
+            // A quiet period with no bus traffic; what is counted is wake-ups, not time.
+            try await Task.sleep(for: .seconds(2))
+            let after = try #require(voluntarySwitches(thread))
+            #expect(after - before <= 1, "the bus thread woke \(after - before) times with nothing on the bus")
         }
     }
 }
 
 // MARK: Helpers
+
+/// A private bus with the fake NetworkManager holding `devices`, and a watcher on that bus while
+/// `body` runs; each stopped on every path (the watcher first, then the fake, then the bus).
+private func withNetworkManagerAndWatcher<T: Sendable>(
+    devices: KeyValuePairs<String, String>,
+    maximumDevices: Int = NetworkManagerWatcher.Configuration().maximumDevices,
+    log: RecordedLog = RecordedLog(),
+    _ body: (FakeNetworkManager, NetworkManagerWatcher) async throws -> T
+) async throws -> T {
+    try await withTestBus { bus in
+        let networkManager = try await FakeNetworkManager.start(on: bus, devices: devices)
+        do {
+            let result = try await withWatcher(on: bus, maximumDevices: maximumDevices, log: log) { try await body(networkManager, $0) }
+            await networkManager.stop()
+            return result
+        } catch {
+            await networkManager.stop()
+            throw error
+        }
+    }
+}
 
 /// Runs a watcher on `bus` while `body` runs, then cancels it and waits (bounded) for `run()` to return,
 /// on every path.
