@@ -219,6 +219,10 @@ struct FeedCoordinatorTests {
         try await clock.advance(by: .seconds(1), waking: "the refresh timer")
         #expect(try await source.call(1) == .init(id: 1, direction: "newer", cursor: "2"))
         try await source.respond(1, page([], older: nil, newer: nil))
+        // The refresh timer sleeps again as soon as it has fired, before this answer is committed:
+        // a refresh due while the previous one still runs is coalesced into it. Advance only once
+        // the answer is in.
+        try await feed.waitFor { $0.newer.load == .loaded }
         try await clock.advance(by: .seconds(60), waking: "the next refresh's timer")
         #expect(try await source.call(2).direction == "newer")
         await feed.stop()
