@@ -51,8 +51,6 @@ struct MetricsDaemonTests {
         }
         let mode = try FileManager.default.attributesOfItem(atPath: textfile)[.posixPermissions] as? Int
         #expect(mode == 0o644, "node_exporter's user must read it whatever syncd's umask")
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".tmp") }
-        #expect(leftovers.isEmpty, "\(leftovers)")
 
         let scraped = try await runCommand(["curl", "-sS", "--max-time", "20", "--unix-socket", socket, "http://syncd/metrics"])
         let listed = try await runCommand([try BuildProducts.path("syncctl"), "metrics", "--socket", directory.file("io.syncd")])
@@ -72,6 +70,10 @@ struct MetricsDaemonTests {
         let status = await daemon.stop()
         #expect(status == 0, "\(daemon.output)")
         #expect(!FileManager.default.fileExists(atPath: socket), "the endpoint's socket is removed on stop")
+        // While syncd runs, a write in progress has its temporary file beside the target: only
+        // once it has stopped must none be left.
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".tmp") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
     }
 
     /// An address another process holds: syncd says which and exits, never reporting ready,
