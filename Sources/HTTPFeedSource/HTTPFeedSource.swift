@@ -49,6 +49,12 @@ public struct HTTPFeedSource: FeedSource {
     /// Bytes of page bodies received so far (after content decoding), whether or not they parsed.
     public var receivedBodyBytes: Int { received.total.load(ordering: .relaxed) }
 
+    /// Bytes of responses received so far, on any connection and with any status, as near to
+    /// their size on the wire as the client can tell: status line, header fields and the body
+    /// before content decoding (its declared length when compressed). Chunk framing and TLS
+    /// records are not counted.
+    public var bytesReceived: Int64 { received.wire.load(ordering: .relaxed) }
+
     /// - Throws: ``FeedError`` when the configuration cannot work (bad URL, empty id field).
     public init(configuration: HTTPFeedConfiguration, client: HTTPFeedClient, logger: Logger = Logger(label: "syncd.http-feed")) throws(FeedError) {
         try configuration.validate()
@@ -242,7 +248,11 @@ public struct HTTPFeedSource: FeedSource {
     ) async throws -> RawResponse? {
         guard onLinks != nil, validators == nil, let walk, walk.serves(url) else { return nil }
         let headers = try requestHeaders(url, validators: nil)
-        guard case .page(let body, let links) = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) else { return nil }
+        let received = self.received
+        let answer = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) { bytes in
+            received.wire.add(Int64(bytes), ordering: .relaxed)
+        }
+        guard case .page(let body, let links) = answer else { return nil }
         return RawResponse(body: Self.data(body), links: links, url: url, validators: nil)
     }
 
@@ -265,6 +275,7 @@ public struct HTTPFeedSource: FeedSource {
             let deadline = NIODeadline.now() + TimeAmount(configuration.requestTimeout)
             let response = try await client.http.execute(request, deadline: deadline)
             let code = Int(response.status.code)
+            countWire(WireSize.head(status: response.status, headers: response.headers))
             if code == 304, validators != nil {
                 return RawResponse(body: Data(), links: [], url: url, validators: validators, notModified: true)
             }
@@ -279,7 +290,9 @@ public struct HTTPFeedSource: FeedSource {
                     throw FeedError(.other, "\(label): more than \(Self.maxRedirects) redirects (the last to \(next.redactedForLog))")
                 }
                 // Read what little a redirect carries, so its connection can be reused.
-                _ = try? await response.body.collect(upTo: 64 << 10)
+                if let body = try? await response.body.collect(upTo: 64 << 10) {
+                    countWire(WireSize.body(headers: response.headers, bytesRead: body.readableBytes))
+                }
                 url = next
                 continue
             }
@@ -293,11 +306,16 @@ public struct HTTPFeedSource: FeedSource {
                 if let walk { walk.tell(links, to: onLinks) } else { onLinks(links) }
             }
             let buffer = try await response.body.collect(upTo: configuration.maxBodyBytes)
+            countWire(WireSize.body(headers: response.headers, bytesRead: buffer.readableBytes))
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(
                 body: Self.data(buffer), links: links, url: url,
                 validators: found.isEmpty ? nil : found)
         }
+    }
+
+    private func countWire(_ bytes: Int) {
+        received.wire.add(Int64(bytes), ordering: .relaxed)
     }
 
     /// The bytes of `buffer`, copied at once: `Data`'s initializer from a sequence would first
@@ -451,9 +469,12 @@ struct Validators: Sendable, Hashable {
     var isEmpty: Bool { etag == nil && lastModified == nil }
 }
 
-/// Body bytes received by a source, shared by its copies (a source is a value type).
+/// Bytes received by a source, shared by its copies (a source is a value type).
 private final class ReceivedBytes: Sendable {
+    /// Page bodies after content decoding.
     let total = Atomic<Int>(0)
+    /// Whole responses as near to their size on the wire as known (``WireSize``).
+    let wire = Atomic<Int64>(0)
 }
 
 /// Validators of the last answers to refresh URLs, and the count of 304s. In memory: after a

@@ -133,11 +133,16 @@ final class PageWalk: Sendable {
     /// - Throws: ``FeedError`` for an error status or a body over the limit, the channel's error
     ///   when the connection fails, `CancellationError` when the task is cancelled (which closes
     ///   the connection, as AsyncHTTPClient does for a cancelled request).
-    func fetch(_ url: URL, headers: HTTPHeaders, label: RequestLabel, onLinks: (@Sendable ([WebLink]) -> Void)?) async throws -> Answer {
+    /// - Parameter onWireBytes: told the response's size on the wire (``WireSize``) once it has
+    ///   ended, whatever its status.
+    func fetch(
+        _ url: URL, headers: HTTPHeaders, label: RequestLabel, onLinks: (@Sendable ([WebLink]) -> Void)?,
+        onWireBytes: (@Sendable (Int) -> Void)? = nil
+    ) async throws -> Answer {
         // What the pool answers once shut down.
         if retired.load(ordering: .sequentiallyConsistent) { throw HTTPClientError.alreadyShutdown }
         let promise = loop.makePromise(of: Answer.self)
-        let ask = Ask(url: url, headers: headers, label: label, onLinks: onLinks, promise: promise)
+        let ask = Ask(url: url, headers: headers, label: label, onLinks: onLinks, onWireBytes: onWireBytes, promise: promise)
         let state = self.state, settings = self.settings, loop = self.loop
         @Sendable func start() {
             // Checked again on the loop, where the shutdown's close ran: no connection opens after it.
@@ -164,6 +169,7 @@ struct Ask {
     var headers: HTTPHeaders
     var label: RequestLabel
     var onLinks: (@Sendable ([WebLink]) -> Void)?
+    var onWireBytes: (@Sendable (Int) -> Void)?
     var promise: EventLoopPromise<PageWalk.Answer>
 }
 
@@ -177,6 +183,8 @@ final class WalkState {
         var status: HTTPResponseStatus?
         var responseHeaders = HTTPHeaders()
         var body = ByteBuffer()
+        /// Body bytes read, kept or not (after content decoding).
+        var bodyBytesRead = 0
         var failure: (any Error)?
         /// The server closes the connection after this response (`Connection: close`, or HTTP/1.0).
         var closesConnection = false
@@ -439,6 +447,7 @@ final class WalkState {
             // May ask for the next page, which then goes out as this response ends.
             ask.onLinks?(links)
         case .body(var part):
+            request.bodyBytesRead += part.readableBytes
             guard let status = request.status, (200..<300).contains(status.code), request.failure == nil, let ask = request.ask else { return }
             if request.body.readableBytes + part.readableBytes > settings.maxBodyBytes {
                 request.failure = FeedError(.tooLarge, "\(ask.label): the body exceeds the limit of \(settings.maxBodyBytes) bytes")
@@ -449,6 +458,9 @@ final class WalkState {
             answered += 1
             current = nil
             guard let ask = request.ask else { return }
+            if let status = request.status {
+                ask.onWireBytes?(WireSize.response(status: status, headers: request.responseHeaders, bodyBytesRead: request.bodyBytesRead))
+            }
             let answer = answer(to: request, ask)
             if request.failure != nil {
                 // The rest of an oversized body is not read: the connection goes with it.

@@ -156,6 +156,12 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var aheadFailedDuringWait = false
     private var started = false
     private var stopped = false
+    /// What the source had received when last charged to the budget (``chargeMeteredBytes()``).
+    private var bytesCharged: Int64
+    /// Today's bytes over metered links, when the feed has a budget.
+    private var meteredUsage: MeteredUsage?
+    /// The last write of ``meteredUsage`` to the store; each waits for the one before.
+    private var usageWrite: Task<Void, Never>?
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
     public private(set) var droppedAnswers = 0
     private var published: FeedState
@@ -180,8 +186,9 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         logger: Logger = Logger(label: "syncd.feed")
     ) async throws {
         let persisted = try await store.load(feed: feed)
+        let usage = configuration.meteredBudget != nil ? try await store.meteredUsage(feed: feed) : nil
         self.init(
-            feed: feed, source: source, store: store, persisted: persisted, configuration: configuration,
+            feed: feed, source: source, store: store, persisted: persisted, meteredUsage: usage, configuration: configuration,
             time: TimeBase(clock: clock, wallOrigin: wallOrigin), random: random, logger: logger, parent: nil
         )
     }
@@ -191,6 +198,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         source: any FeedSource,
         store: any FeedStore,
         persisted: PersistedFeed,
+        meteredUsage: MeteredUsage?,
         configuration: SyncConfiguration,
         time: TimeBase<C>,
         random: any RandomSource,
@@ -207,7 +215,9 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         logger[metadataKey: "feed"] = "\(feed)"
         self.logger = logger
         self.parentBroadcast = parent
-        self.machine = FeedMachine(feed: feed, persisted: persisted, configuration: configuration)
+        self.machine = FeedMachine(feed: feed, persisted: persisted, configuration: configuration, meteredUsage: meteredUsage)
+        self.meteredUsage = meteredUsage
+        self.bytesCharged = source.bytesReceived
         self.published = machine.state
     }
 
@@ -282,6 +292,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         guard !started, !stopped else { return }
         started = true
         startPeriodicRefresh()
+        startBudgetDays()
         apply(.start)
     }
 
@@ -419,6 +430,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     }
 
     private func finish(_ request: FetchRequest, _ result: Result<FeedPage, any Error>) async {
+        // Before the answer is handled: what it decides next is decided on today's bytes.
+        chargeMeteredBytes()
         let direction = request.direction
         if requests[direction]?.token == request.token { requests[direction] = nil }
         if direction == .older, let cursor = request.cursor { arrived[cursor] = nil }
@@ -734,6 +747,54 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     }
 
     private func periodicRefresh() { apply(.periodicRefresh) }
+
+    // MARK: The metered budget
+
+    /// Charges what the source received since the last charge to today's usage while the host
+    /// is reached over a metered link, tells the machine, and records it in the store.
+    private func chargeMeteredBytes() {
+        let total = source.bytesReceived
+        let grown = total - bytesCharged
+        bytesCharged = total
+        guard grown > 0, let budget = machine.configuration.meteredBudget, machine.isOnMeteredLink else { return }
+        let usage = (meteredUsage ?? MeteredUsage(day: budget.day(of: time.now), bytes: 0)).adding(grown, at: time.now, budget: budget)
+        meteredUsage = usage
+        apply(.meteredUsage(usage))
+        let store = self.store, feed = self.feed, logger = self.logger, previous = usageWrite
+        usageWrite = Task {
+            await previous?.value
+            do {
+                try await store.recordMeteredUsage(feed: feed, usage)
+            } catch {
+                logger.warning("metered usage not recorded: a restart counts today's bytes from the last recorded", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// With a budget: at each local midnight, tells the machine that a new day began, so loads
+    /// the spent budget held back resume.
+    private func startBudgetDays() {
+        guard let budget = machine.configuration.meteredBudget else { return }
+        let clock = time.clock
+        background.append(Task { [weak self] in
+            while !Task.isCancelled {
+                guard let now = await self?.time.now else { return }
+                let wait = Duration.seconds(budget.nextDay(after: now).timeIntervalSince(now))
+                do { try await clock.sleep(until: clock.now.advanced(by: max(wait, .milliseconds(1))), tolerance: nil) } catch { return }
+                guard let self else { return }
+                await self.newBudgetDay(budget)
+            }
+        })
+    }
+
+    private func newBudgetDay(_ budget: MeteredBudget) {
+        let today = budget.day(of: time.now)
+        guard meteredUsage?.day != today else { return }
+        logger.info("metered budget renewed", metadata: ["day": "\(today)", "previous": "\(meteredUsage.map { ByteCount.describe($0.bytes) } ?? "0 B")"])
+        let usage = MeteredUsage(day: today, bytes: 0)
+        meteredUsage = usage
+        apply(.meteredUsage(usage))
+    }
 }
 
 /// An actor that only lends its executor: a ``FeedCoordinator`` whose source has none runs on

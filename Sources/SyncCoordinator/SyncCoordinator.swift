@@ -72,13 +72,15 @@ public actor SyncCoordinator<C: Clock>: Service where C.Duration == Duration {
         guard !stopped else { throw SyncCoordinatorError.stopped }
         if let existing = feeds[id] { return existing }
         let persisted = try await store.load(feed: id)
+        let feedConfiguration = configuration ?? self.configuration
+        let usage = feedConfiguration.meteredBudget != nil ? try await store.meteredUsage(feed: id) : nil
         // The store was read off the actor: the coordinator may have stopped or gained this feed.
         guard !stopped else { throw SyncCoordinatorError.stopped }
         if let existing = feeds[id] { return existing }
         let seed = UInt64(random.nextFraction() * Double(UInt64(1) << 53))
         let feed = FeedCoordinator(
-            feed: id, source: source, store: store, persisted: persisted,
-            configuration: configuration ?? self.configuration, time: time,
+            feed: id, source: source, store: store, persisted: persisted, meteredUsage: usage,
+            configuration: feedConfiguration, time: time,
             random: SeededRandomSource(seed: seed ^ UInt64(truncatingIfNeeded: order.count)),
             logger: logger, parent: broadcast
         )

@@ -62,11 +62,15 @@ public struct DirectionState: Sendable, Hashable {
     /// While ``load`` is `.loading` again after a failure: that failure. A client keeps
     /// showing it ("retrying…") instead of flashing back to a loading view on every retry.
     public var retrying: LoadFailure?
+    /// The host is reachable but the link's cost holds this direction back: it would load now
+    /// otherwise, and loads once the hold lifts. Never set while ``load`` is `.loading`.
+    public var held: LoadHold?
 
     /// A direction in the given state; the defaults are a direction that has not run.
-    public init(load: LoadState = .idle, paused: Bool = false, retrying: LoadFailure? = nil) {
+    public init(load: LoadState = .idle, paused: Bool = false, retrying: LoadFailure? = nil, held: LoadHold? = nil) {
         self.load = load
         self.paused = paused
         self.retrying = retrying
+        self.held = held
     }
 }

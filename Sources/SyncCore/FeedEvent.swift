@@ -66,6 +66,9 @@ import ConnectivityPolicy
     /// words, and the evidence in `detail` (the name, the portal's URL, the server's failure).
     /// Pauses the feed like ``offline(code:reason:)``: no request is sent, no retry is spent.
     case limited(code: String, reason: String, detail: String, link: String? = nil, family: String? = nil)
+    /// What the feed received over metered links so far today (sent after each answer that
+    /// added to it, and when a new day begins), for its ``SyncConfiguration/meteredBudget``.
+    case meteredUsage(MeteredUsage)
 }
 
 /// What the machine asks its driver (the coordinator) to do.

@@ -142,6 +142,7 @@ public struct FeedLog: Sendable, Hashable {
 /// A ``FeedStore`` in memory, for unit tests and clients that need no persistence.
 public actor InMemoryFeedStore: FeedStore {
     private var logs: [String: FeedLog] = [:]
+    private var usage: [String: MeteredUsage] = [:]
 
     /// An empty store.
     public init() {}
@@ -161,5 +162,15 @@ public actor InMemoryFeedStore: FeedStore {
         let all = logs[feed]?.items ?? []
         guard offset < all.count, limit > 0 else { return [] }
         return Array(all[offset..<min(all.count, offset + limit)])
+    }
+
+    /// The usage last recorded for `feed`.
+    public func meteredUsage(feed: String) -> MeteredUsage? {
+        usage[feed]
+    }
+
+    /// Keeps `usage` for `feed` (for this store's lifetime).
+    public func recordMeteredUsage(feed: String, _ usage: MeteredUsage) {
+        self.usage[feed] = usage
     }
 }

@@ -19,7 +19,10 @@ import Foundation
 ///   added nothing (a cycle of links), which is shown as an older failure, never silent;
 /// - an open ``FeedGap`` (a page-numbered feed got more new items than a page) is loaded before
 ///   anything newer, at most ``SyncConfiguration/gapPageLimit`` pages per trigger; a gap still
-///   open after that is shown as a newer failure until a later refresh closes it.
+///   open after that is shown as a newer failure until a later refresh closes it;
+/// - over a metered link, ``SyncConfiguration/onMetered`` and ``SyncConfiguration/meteredBudget``
+///   hold automatic loads back (a request in flight finishes); a manual trigger loads once. When
+///   the hold lifts (another link, a new day), what it held runs after a random spread.
 @_spi(StateMachine) public struct FeedMachine: Sendable {
     /// The feed's identifier.
     public let feed: String
@@ -30,6 +33,8 @@ import Foundation
     private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
     private var offline: OfflineBanner?
     private var connectivity: FeedConnectivity?
+    /// Bytes received over metered links, as the driver last told (``FeedEvent/meteredUsage(_:)``).
+    private var meteredUsage: MeteredUsage?
     private var started = false
     /// Set when the server's `next` led back to a page that added nothing, so backfill cannot
     /// spin on a cycle of links.
@@ -61,15 +66,22 @@ import Foundation
         var restore: LoadState = .idle
         /// The last request cancelled by going offline (its commit may still land).
         var cancelled: FetchToken?
+        /// Wanted to load but the link's cost held it back (``LoadHold``); it loads once the hold lifts.
+        var held = false
+        /// The running request (or the walk it continues) was asked for by hand, so the link's
+        /// cost does not stop it.
+        var manual = false
 
         var isPermanentlyFailed: Bool { load.failure?.error.isPermanent ?? false }
     }
 
-    /// A machine for a feed, starting from what the store holds.
-    public init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default) {
+    /// A machine for a feed, starting from what the store holds (its items and cursors, and
+    /// the bytes it received over metered links on the last day recorded).
+    public init(feed: String, persisted: PersistedFeed, configuration: SyncConfiguration = .default, meteredUsage: MeteredUsage? = nil) {
         self.feed = feed
         self.persisted = persisted
         self.configuration = configuration
+        self.meteredUsage = meteredUsage
         if persisted.hasLoaded {
             lanes[.initial]?.load = .loaded
         }
@@ -91,7 +103,10 @@ import Foundation
             connectivity: connectivity,
             lastSyncAt: persisted.lastSyncAt,
             newItems: newItems,
-            gap: persisted.gap
+            gap: persisted.gap,
+            meteredUsage: configuration.meteredBudget.map { budget in
+                MeteredUsage(day: budget.day(of: now), bytes: meteredUsage?.bytes(at: now, budget: budget) ?? 0)
+            }
         )
     }
 
@@ -135,9 +150,13 @@ import Foundation
 
     /// Whether backfill would load `cursor` next, with `pendingItems` more items than the store
     /// holds: online, not stalled, short of the depth, and not a cursor known to bring nothing.
+    ///
+    /// Over a metered link under a byte budget, nothing is fetched ahead: each page's bytes are
+    /// counted before the next is asked for, so the budget is not overrun by a read-ahead.
     private func backfillGoesOn(to cursor: String, beyond pendingItems: Int) -> Bool {
         !isOffline && !backfillStalled && persisted.itemCount + pendingItems < configuration.backfillDepth
-            && !fruitlessCursors.contains(ExactID(cursor))
+            && !fruitlessCursors.contains(ExactID(cursor)) && hold(.older) == nil
+            && !(configuration.meteredBudget != nil && isOnMeteredLink)
     }
 
     /// Consecutive failures of `direction`: its spent retry budget. Pauses do not count.
@@ -152,7 +171,9 @@ import Foundation
 
     private func publicState(_ direction: Direction) -> DirectionState {
         let lane = lane(direction)
-        return DirectionState(load: lane.load, paused: lane.paused, retrying: lane.load.isLoading ? lane.restore.failure : nil)
+        return DirectionState(
+            load: lane.load, paused: lane.paused, retrying: lane.load.isLoading ? lane.restore.failure : nil,
+            held: lane.held && lane.running == nil ? hold(direction) : nil)
     }
 
     private func lane(_ direction: Direction) -> Lane {
@@ -160,6 +181,27 @@ import Foundation
     }
 
     private var isOffline: Bool { offline != nil }
+
+    /// Whether the host is reached over a link known to be metered (and the feed not offline).
+    public var isOnMeteredLink: Bool {
+        if case .online(_, _, let cost)? = connectivity?.status { return cost.isMetered }
+        return false
+    }
+
+    /// What holds `direction` back now, if anything: the budget spent today, or the policy for
+    /// metered links. Nothing holds while offline (the pause says it) or over another link.
+    private func hold(_ direction: Direction) -> LoadHold? {
+        guard isOnMeteredLink, !isOffline else { return nil }
+        if let budget = configuration.meteredBudget {
+            let used = meteredUsage?.bytes(at: now, budget: budget) ?? 0
+            if used >= budget.bytesPerDay { return .meteredBudget(used: used, budget: budget.bytesPerDay) }
+        }
+        switch configuration.onMetered {
+        case .sync: return nil
+        case .newer: return direction == .older ? .meteredLink : nil
+        case .pause: return .meteredLink
+        }
+    }
 
     // MARK: Events
 
@@ -207,7 +249,11 @@ import Foundation
             guard lane(direction).timer == token else { break }
             lanes[direction]?.timer = nil
             if canRun(direction) {
-                begin(direction)
+                if hold(direction) != nil {
+                    holdOff(direction)
+                } else {
+                    begin(direction)
+                }
             } else {
                 settle(direction)
             }
@@ -215,6 +261,7 @@ import Foundation
             let since = connectivity?.isOnline == true ? connectivity?.since ?? now : now
             connectivity = FeedConnectivity(.online(link: link, family: family, cost: cost), since: since)
             goOnline(random: &random)
+            reconsiderHolds(random: &random)
         case .offline(let code, let reason):
             goOffline(OfflineBanner(since: now, code: code, reason: reason))
             connectivity = FeedConnectivity(.offline(code: code, reason: reason), since: offline?.since ?? now)
@@ -226,6 +273,9 @@ import Foundation
                 .limited(code: code, reason: reason, detail: detail, link: link, family: family),
                 since: offline?.since ?? now
             )
+        case .meteredUsage(let usage):
+            meteredUsage = usage
+            reconsiderHolds(random: &random)
         }
         return effects
     }
@@ -252,16 +302,23 @@ import Foundation
             pause(direction)
             return
         }
+        if !manual, hold(direction) != nil {
+            holdOff(direction)
+            return
+        }
         // A new refresh: the count of new items restarts (later pages of the same refresh add to it).
         if direction == .newer { newItems = 0 }
-        begin(direction)
+        begin(direction, manual: manual)
     }
 
     /// Starts a load. `chained` marks a newer page that follows the one just committed (a
-    /// catch-up or gap walk), which counts towards the walk's bound; anything else starts a new walk.
-    private mutating func begin(_ direction: Direction, chained: Bool = false) {
+    /// catch-up or gap walk), which counts towards the walk's bound and is as manual as the walk;
+    /// anything else starts a new walk.
+    private mutating func begin(_ direction: Direction, chained: Bool = false, manual: Bool = false) {
         if direction == .newer && !chained { newerChain = 0 }
         guard var lane = lanes[direction] else { return }
+        lane.manual = chained ? lane.manual : manual
+        lane.held = false
         if let timer = lane.timer {
             effects.append(.cancelTimer(direction, timer))
             lane.timer = nil
@@ -289,10 +346,25 @@ import Foundation
     /// Puts a direction that can no longer run (its timer fired after the feed changed) at rest.
     private mutating func settle(_ direction: Direction) {
         lanes[direction]?.paused = false
+        lanes[direction]?.held = false
         lanes[direction]?.load = persisted.hasLoaded ? .loaded : .idle
     }
 
+    /// Stops `direction` waiting on its timer until connectivity returns.
     private mutating func pause(_ direction: Direction) {
+        dropTimer(direction)
+        lanes[direction]?.paused = true
+    }
+
+    /// Keeps a direction that wants to load from loading while the link's cost holds it: its
+    /// timer goes (a retry now would only be held again) and it loads when the hold lifts.
+    private mutating func holdOff(_ direction: Direction) {
+        dropTimer(direction)
+        lanes[direction]?.held = true
+    }
+
+    /// Cancels `direction`'s timer; a failure it would have retried shows no retry due.
+    private mutating func dropTimer(_ direction: Direction) {
         guard var lane = lanes[direction] else { return }
         if let timer = lane.timer {
             effects.append(.cancelTimer(direction, timer))
@@ -302,8 +374,27 @@ import Foundation
             failure.nextRetryAt = nil
             lane.load = .failed(failure)
         }
-        lane.paused = true
         lanes[direction] = lane
+    }
+
+    /// After the cost, the budget or the day changed: directions waiting on a retry that the cost
+    /// now holds are held, and held directions it no longer holds load after a random spread
+    /// (a fleet whose budgets renew at midnight does not reach the server in one instant).
+    private mutating func reconsiderHolds<R: RandomSource>(random: inout R) {
+        guard !isOffline else { return }
+        var lifted: [Direction] = []
+        for direction in [Direction.initial, .older, .newer] {
+            let lane = lane(direction)
+            if hold(direction) != nil {
+                if lane.timer != nil, lane.running == nil { holdOff(direction) }
+            } else if lane.held {
+                lanes[direction]?.held = false
+                lifted.append(direction)
+            }
+        }
+        for direction in lifted where canRun(direction) && lane(direction).running == nil && lane(direction).timer == nil {
+            startAfterSpread(direction, random: &random)
+        }
     }
 
     private mutating func backfill() {
@@ -336,6 +427,7 @@ import Foundation
             return
         }
         let requested = lane.cursor
+        let walkIsManual = lane.manual
         lane.running = nil
         lane.cursor = nil
         lane.load = .loaded
@@ -352,7 +444,7 @@ import Foundation
             if let gap = persisted.gap {
                 // Page-numbered feed: keep walking down until the pages meet the stored items.
                 if newerChain < configuration.gapPageLimit {
-                    begin(.newer, chained: true)
+                    continueNewer(manual: walkIsManual)
                 } else {
                     let message = "gap not closed: \(gap.items) new items loaded over \(gap.pages) pages without reaching "
                         + "the items stored before; newer items between them may still be missing (a refresh continues)"
@@ -361,7 +453,7 @@ import Foundation
             } else if outcome.pageItemCount > 0, outcome.inserted > 0, !outcome.overlapped, persisted.newerCursor != nil {
                 // min_id semantics: keep going while pages bring new items; an empty page, or one
                 // that reaches stored items, means caught up.
-                begin(.newer, chained: true)
+                continueNewer(manual: walkIsManual)
             }
         case .older:
             if outcome.inserted > 0 {
@@ -380,6 +472,15 @@ import Foundation
             break
         }
         backfill()
+    }
+
+    /// The next page of a newer walk, unless the link's cost now holds a walk not asked for by hand.
+    private mutating func continueNewer(manual: Bool) {
+        if !manual, hold(.newer) != nil {
+            holdOff(.newer)
+        } else {
+            begin(.newer, chained: true)
+        }
     }
 
     private mutating func failed<R: RandomSource>(_ direction: Direction, _ token: FetchToken, _ error: FeedError, random: inout R) {
@@ -460,18 +561,28 @@ import Foundation
         for direction in [Direction.initial, .older, .newer] where wanted.contains(direction) {
             guard canRun(direction), lane(direction).running == nil, lane(direction).timer == nil else { continue }
             if lane(direction).isPermanentlyFailed && !paused.contains(direction) { continue }
-            let delay = atLeast(random.nextDuration(upTo: configuration.reconnectSpread), until: lane(direction).notBefore)
-            if delay <= .zero {
-                begin(direction)
-            } else {
-                let timer = nextToken()
-                lanes[direction]?.timer = timer
-                if var failure = lane(direction).load.failure {
-                    failure.nextRetryAt = now.adding(delay)
-                    lanes[direction]?.load = .failed(failure)
-                }
-                effects.append(.schedule(direction, after: delay, timer))
+            if hold(direction) != nil {
+                holdOff(direction)
+                continue
             }
+            startAfterSpread(direction, random: &random)
+        }
+    }
+
+    /// Starts `direction` after a random delay of up to ``SyncConfiguration/reconnectSpread``
+    /// (and not before a wait the server asked for), at once when that is zero.
+    private mutating func startAfterSpread<R: RandomSource>(_ direction: Direction, random: inout R) {
+        let delay = atLeast(random.nextDuration(upTo: configuration.reconnectSpread), until: lane(direction).notBefore)
+        if delay <= .zero {
+            begin(direction)
+        } else {
+            let timer = nextToken()
+            lanes[direction]?.timer = timer
+            if var failure = lane(direction).load.failure {
+                failure.nextRetryAt = now.adding(delay)
+                lanes[direction]?.load = .failed(failure)
+            }
+            effects.append(.schedule(direction, after: delay, timer))
         }
     }
 

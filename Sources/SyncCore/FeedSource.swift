@@ -150,11 +150,19 @@ public protocol FeedSource: Sendable {
     /// promise is checked as the callback enters (`assumeIsolated`): a source that names an
     /// executor and calls `olderCursorKnown` elsewhere stops the process.
     var executor: (any SerialExecutor)? { get }
+    /// Bytes received so far from the network for this source's requests, answers and failures
+    /// alike, as close to what crossed the wire as the source can tell (an HTTP source: status
+    /// line, headers and body before content decoding). Only grows; a coordinator charges what it
+    /// grew by against the feed's ``SyncConfiguration/meteredBudget`` while the link is metered.
+    var bytesReceived: Int64 { get }
 }
 
 extension FeedSource {
     /// None: a coordinator of this source is an ordinary actor.
     public var executor: (any SerialExecutor)? { nil }
+
+    /// Zero: a source that does not count never uses up a byte budget.
+    public var bytesReceived: Int64 { 0 }
 
     /// Tells the older cursor once the whole page is in.
     public func fetchOlder(cursor: String, olderCursorKnown: @escaping @Sendable (String?) -> Void) async throws -> FeedPage {

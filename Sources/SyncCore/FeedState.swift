@@ -89,6 +89,9 @@ public struct FeedState: Sendable, Hashable {
     public var newItems: Int
     /// Newer items known to be missing still (page-numbered feeds); `nil` when none.
     public var gap: FeedGap?
+    /// Bytes received over metered links today, when the feed has a
+    /// ``SyncConfiguration/meteredBudget``; `nil` without one.
+    public var meteredUsage: MeteredUsage?
 
     /// A state; the defaults are a feed that has not loaded.
     public init(
@@ -103,7 +106,8 @@ public struct FeedState: Sendable, Hashable {
         connectivity: FeedConnectivity? = nil,
         lastSyncAt: Date? = nil,
         newItems: Int = 0,
-        gap: FeedGap? = nil
+        gap: FeedGap? = nil,
+        meteredUsage: MeteredUsage? = nil
     ) {
         self.feed = feed
         self.initial = initial
@@ -117,6 +121,7 @@ public struct FeedState: Sendable, Hashable {
         self.lastSyncAt = lastSyncAt
         self.newItems = newItems
         self.gap = gap
+        self.meteredUsage = meteredUsage
     }
 
     /// One direction's state.

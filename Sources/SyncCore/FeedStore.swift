@@ -113,6 +113,11 @@ public protocol FeedStore: Sendable {
     /// last one with them); the default commits them one by one and stops at the first failure,
     /// returning what it committed (throwing only when the first page fails).
     func commit(feed: String, direction: Direction, pages: [FeedPage], at date: Date) async throws -> [CommitOutcome]
+    /// The last ``MeteredUsage`` recorded for `feed`; `nil` when none was.
+    func meteredUsage(feed: String) async throws -> MeteredUsage?
+    /// Records `usage` as `feed`'s, replacing the one before, so a restart keeps counting the
+    /// day's bytes against the feed's budget.
+    func recordMeteredUsage(feed: String, _ usage: MeteredUsage) async throws
 }
 
 extension FeedStore {

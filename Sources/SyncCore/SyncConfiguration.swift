@@ -34,6 +34,13 @@ public struct SyncConfiguration: Sendable, Hashable {
     /// with those that arrived (``backfillCommitPages``); zero commits every page as it arrives.
     /// A backfill's pages are old items, so a short wait is not seen.
     public var backfillCommitDelay: Duration
+    /// What the feed does while its host is reached over a metered link. A manual trigger
+    /// (``FeedEvent/refresh``, ``FeedEvent/loadOlder``, ``FeedEvent/retry``) still loads once.
+    public var onMetered: MeteredPolicy
+    /// Bytes the feed may receive over metered links per day, counted from what its source
+    /// received (``FeedSource/bytesReceived``); `nil` for no limit. Past it, every automatic load
+    /// waits for the next day or an unmetered link.
+    public var meteredBudget: MeteredBudget?
 
     /// A configuration; negative values are raised to the smallest that makes sense.
     public init(
@@ -46,7 +53,9 @@ public struct SyncConfiguration: Sendable, Hashable {
         readAheadPages: Int = 64,
         readAheadBytes: Int = 8 << 20,
         backfillCommitPages: Int = 8,
-        backfillCommitDelay: Duration = .milliseconds(20)
+        backfillCommitDelay: Duration = .milliseconds(20),
+        onMetered: MeteredPolicy = .newer,
+        meteredBudget: MeteredBudget? = nil
     ) {
         self.retry = retry
         self.reconnectSpread = max(.zero, reconnectSpread)
@@ -58,8 +67,11 @@ public struct SyncConfiguration: Sendable, Hashable {
         self.readAheadBytes = max(1, readAheadBytes)
         self.backfillCommitPages = max(1, backfillCommitPages)
         self.backfillCommitDelay = max(.zero, backfillCommitDelay)
+        self.onMetered = onMetered
+        self.meteredBudget = meteredBudget
     }
 
-    /// The defaults: no periodic refresh, no backfill, refresh on start.
+    /// The defaults: no periodic refresh, no backfill, refresh on start, only newer items over a
+    /// metered link, no byte budget.
     public static let `default` = SyncConfiguration()
 }

@@ -203,6 +203,23 @@ public struct SQLiteFeedStore: FeedStore {
         }
     }
 
+    /// The usage last recorded for `feed`, read without blocking the writer.
+    public func meteredUsage(feed: String) async throws -> MeteredUsage? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT day, bytes FROM metered_usage WHERE feed = ?", arguments: [feed])
+                .map { MeteredUsage(day: $0["day"], bytes: $0["bytes"]) }
+        }
+    }
+
+    /// Replaces `feed`'s recorded usage with `usage`.
+    public func recordMeteredUsage(feed: String, _ usage: MeteredUsage) async throws {
+        try await writeTransaction { db in
+            try db.execute(
+                sql: "INSERT INTO metered_usage (feed, day, bytes) VALUES (?, ?, ?) ON CONFLICT(feed) DO UPDATE SET day = excluded.day, bytes = excluded.bytes",
+                arguments: [feed, usage.day, usage.bytes])
+        }
+    }
+
     /// What ``adopt(source:feed:)`` found.
     public enum SourceChange: Sendable, Hashable {
         /// The feed was stored from this source already (or is new).

@@ -17,8 +17,24 @@ enum Schema {
                 try db.execute(sql: version.steps)
             }
         }
+        // After the merged versions, so a store that took them all takes only this step.
+        migrator.registerMigration(meteredUsage.identifier) { db in try db.execute(sql: meteredUsage.steps) }
         return migrator
     }
+
+    /// Bytes each feed received over metered links on its latest day, which a restart keeps
+    /// counting against the feed's budget. One row per feed, replaced as it grows; the day is
+    /// `YYYY-MM-DD` in the budget's time zone.
+    static let meteredUsage = (
+        identifier: "v5: metered bytes per day",
+        steps: """
+            CREATE TABLE metered_usage (
+                feed TEXT PRIMARY KEY NOT NULL,
+                day TEXT NOT NULL,
+                bytes INTEGER NOT NULL
+            );
+            """
+    )
 
     /// The schema as it now is, for a new store: what the four versions' steps leave, columns in
     /// the same order.

@@ -2,6 +2,7 @@ import ConnectivityPolicy
 import Foundation
 import SyncCore
 import SyncCoordinator
+import Synchronization
 import Testing
 import TestSupport
 
@@ -23,6 +24,10 @@ actor ScriptedSource: FeedSource {
     private var answers: [Int: Result<FeedPage, any Error>] = [:]
     private var known: [Int: @Sendable (String?) -> Void] = [:]
     let ignoresCancellation: Bool
+    /// What the answers so far cost on the wire, as the test declares with each answer.
+    private nonisolated let received = Mutex<Int64>(0)
+
+    nonisolated var bytesReceived: Int64 { received.withLock { $0 } }
 
     init(ignoresCancellation: Bool = false) {
         self.ignoresCancellation = ignoresCancellation
@@ -73,8 +78,11 @@ actor ScriptedSource: FeedSource {
         try await waitUntil("request #\(id) is cancelled", interval: .milliseconds(1)) { cancelled.contains(id) }
     }
 
-    /// Answers request `id` with a page, waiting for it to be made if need be.
-    func respond(_ id: Int, _ page: FeedPage) async throws {
+    /// Answers request `id` with a page, waiting for it to be made if need be; the answer took
+    /// `bytes` on the wire.
+    func respond(_ id: Int, _ page: FeedPage, bytes: Int64 = 0) async throws {
+        _ = try await call(id)
+        received.withLock { $0 += bytes }
         try await answer(id, .success(page))
     }
 
@@ -176,6 +184,12 @@ actor GatedStore: FeedStore {
 
     func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
         try await inner.items(feed: feed, offset: offset, limit: limit)
+    }
+
+    func meteredUsage(feed: String) async throws -> MeteredUsage? { try await inner.meteredUsage(feed: feed) }
+
+    func recordMeteredUsage(feed: String, _ usage: MeteredUsage) async throws {
+        try await inner.recordMeteredUsage(feed: feed, usage)
     }
 
     /// Waits until the `count`-th commit (1-based) is being held.

@@ -1,3 +1,4 @@
+import ConnectivityPolicy
 import Foundation
 @_spi(StateMachine) import SyncCore
 import Testing
@@ -48,10 +49,13 @@ private struct SimServer {
             base: .seconds(1), multiplier: 1.6, cap: .seconds(120),
             maxAutomaticAttempts: rng.next() % 2 == 0 ? nil : 3
         )
+        let utc = TimeZone(identifier: "UTC")!
         let configuration = SyncConfiguration(
             retry: policy,
             reconnectSpread: rng.next() % 2 == 0 ? .zero : .seconds(1),
-            backfillDepth: [0, 10, 50][Int(rng.next() % 3)]
+            backfillDepth: [0, 10, 50][Int(rng.next() % 3)],
+            onMetered: MeteredPolicy.allCases[Int(rng.next() % 3)],
+            meteredBudget: rng.next() % 2 == 0 ? nil : MeteredBudget(bytesPerDay: 1000, timeZone: utc)
         )
         var h = Harness(configuration: configuration, random: SeededRandomSource(seed: UInt64(seed)))
         var server = SimServer(newest: Int(rng.next() % 3) == 0 ? 0 : Int(rng.next() % 40) + 1, pageSize: 3)
@@ -65,12 +69,15 @@ private struct SimServer {
         // When each direction may run again by the server's word (Retry-After), kept from the
         // events sent: a failure's wait or one asked for on a page fetched ahead, until a success.
         var serverWait: [Direction: Date] = [:]
+        // The link's cost and the bytes used today, as the events sent say.
+        var metered = false
+        var used: Int64 = 0
 
         for step in 0..<150 {
             let before = h.state
             let attemptsBefore = Direction.allCases.map { h.machine.attempts($0) }
             let event: FeedEvent
-            switch rng.next() % 14 {
+            switch rng.next() % 15 {
             case 0: event = .start
             case 1: event = .refresh
             case 2: event = .periodicRefresh
@@ -97,7 +104,11 @@ private struct SimServer {
                 event = .offline(code: "no-carrier", reason: "no carrier")
             case 10:
                 offline = false
-                event = .online()
+                metered = rng.next() % 2 == 0
+                event = .online(link: "l", family: "ipv4", cost: metered ? LinkCostAssessment(.metered, source: .configuration) : .unknown)
+            case 13:
+                used = Int64(rng.next() % 1500)
+                event = .meteredUsage(MeteredUsage(day: MeteredBudget(bytesPerDay: 1, timeZone: utc).day(of: h.now), bytes: used))
             case 12:
                 event = .serverAskedToWait([Direction.older, .newer].randomElement(using: &rng)!, .seconds(Double(rng.next() % 600)))
             case 11:
@@ -133,6 +144,21 @@ private struct SimServer {
             }
             let produced = h.send(event)
             let context = "seed \(seed) step \(step) \(event)"
+            // What the link's cost holds back, by the test's own account of the events.
+            // (The run's 150 steps stay within one day: the usage sent is today's throughout.)
+            let budgetSpent = metered && configuration.meteredBudget.map { used >= $0.bytesPerDay } == true
+            var automatic = false
+            switch event {
+            case .start, .periodicRefresh, .online, .meteredUsage: automatic = true
+            case .committed(.older, _, _): automatic = true
+            default: break
+            }
+            if automatic && metered && !offline {
+                for case .fetch(let request) in produced {
+                    let held = budgetSpent || configuration.onMetered == .pause || (configuration.onMetered == .newer && request.direction == .older)
+                    #expect(!held, "\(context): \(request.direction) sent by itself while the link's cost holds it")
+                }
+            }
 
             for effect in produced {
                 switch effect {
@@ -194,8 +220,9 @@ private struct SimServer {
             try check(h, offline: offline, manual: manual, seed: seed, step: step)
         }
 
-        // Online, answer everything, and let time pass: the feed catches up with no gap.
-        if offline { h.send(.online()) }
+        // Online over a link of no known cost, answer everything, and let time pass: the feed
+        // catches up with no gap, whatever the cost held back before.
+        h.send(.online())
         server.newest += 1
         for _ in 0..<500 {
             if let request = h.inFlight.values.first {
@@ -239,6 +266,10 @@ private struct SimServer {
             if lane.paused {
                 #expect(offline, "\(context): \(direction) paused while online")
                 #expect(!lane.load.isLoading)
+            }
+            if lane.held != nil {
+                #expect(!offline && !lane.paused, "\(context): \(direction) held while offline")
+                #expect(!lane.load.isLoading && h.timers[direction] == nil, "\(context): \(direction) held while it runs or waits on a timer")
             }
             if offline {
                 #expect(h.inFlight[direction] == nil, "\(context): \(direction) request survives offline")
