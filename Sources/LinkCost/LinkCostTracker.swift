@@ -45,6 +45,15 @@ public final class LinkCostTracker: Service, Sendable {
     /// The costs last handed to the monitor: links of known cost, by name.
     public var costs: [String: LinkCostAssessment] { decided.withLock { $0 } }
 
+    /// Decides every link's cost now, from the monitor's current snapshot and what NetworkManager
+    /// said so far, and hands it to the monitor, whose ``NetlinkMonitor/snapshot`` carries it
+    /// when this returns. For a caller about to judge from that snapshot (a feed's first verdict)
+    /// before ``run()`` has made its first decision.
+    public func decideNow() {
+        var hardware = HardwareFacts(files: configuration.files)
+        decide(monitor.snapshot, devices: networkManager?.devices ?? [:], hardware: &hardware)
+    }
+
     /// What a decision depends on, besides NetworkManager: the links and their addresses.
     private struct LinkKey: Hashable {
         var links: [LinkInfo]

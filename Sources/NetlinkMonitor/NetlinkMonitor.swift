@@ -254,13 +254,17 @@ public final class NetlinkMonitor: Sendable, Service {
         return (TrackingToken(id: id), generation, running)
     }
 
-    /// Sets what each link costs, by link name: every snapshot from now on carries it
-    /// (``NetworkSnapshot/linkCosts``), so verdicts name the cost of the link they go through. A
-    /// change publishes a new snapshot; the same costs again publish nothing.
+    /// Sets what each link costs, by link name: ``snapshot`` carries it when this returns, and
+    /// every snapshot published from now on (``NetworkSnapshot/linkCosts``), so verdicts name the
+    /// cost of the link they go through. A change publishes a new snapshot; the same costs again
+    /// publish nothing.
     public func setLinkCosts(_ costs: [String: LinkCostAssessment]) {
         let changed = core.state.withLock { state -> Bool in
             guard state.linkCosts != costs else { return false }
             state.linkCosts = costs
+            // Read at once by whoever judges from the current snapshot (a feed's first verdict);
+            // the monitor's thread publishes the same costs to the streams as it wakes.
+            state.snapshot.linkCosts = costs
             return true
         }
         if changed { core.wake() }

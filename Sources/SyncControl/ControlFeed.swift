@@ -1,4 +1,55 @@
 import Foundation
+import SyncCore
+
+/// Why a direction that would load waits while its host is reachable: what the link costs.
+public struct ControlHold: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// What holds the direction back.
+    public enum Reason: String, Sendable, Hashable, Codable {
+        /// The link is metered and the feed's `on_metered` policy waits it out.
+        case meteredLink = "metered_link"
+        /// The feed's `metered_budget` for today is used.
+        case meteredBudget = "metered_budget"
+    }
+
+    /// What holds the direction back.
+    public var reason: Reason
+    /// A spent budget: bytes received over metered links today.
+    public var used: Int64?
+    /// A spent budget: the budget, in bytes per day.
+    public var budget: Int64?
+
+    /// A hold for `reason`; `used` and `budget` describe a spent budget.
+    public init(reason: Reason, used: Int64? = nil, budget: Int64? = nil) {
+        self.reason = reason
+        self.used = used
+        self.budget = budget
+    }
+
+    /// `metered link`, `metered budget used: 50 MB today`.
+    public var description: String {
+        switch reason {
+        case .meteredLink: "metered link"
+        case .meteredBudget: "metered budget used: \(ByteCount.describe(used ?? 0)) today"
+        }
+    }
+}
+
+/// Bytes a feed received over metered links on a day, against its budget.
+public struct ControlMeteredUsage: Sendable, Hashable, Codable {
+    /// The day, `YYYY-MM-DD` in syncd's local time.
+    public var day: String
+    /// Bytes received over metered links that day.
+    public var bytes: Int64
+    /// The feed's budget, in bytes per day.
+    public var budget: Int64
+
+    /// `bytes` of `budget` used on `day`.
+    public init(day: String, bytes: Int64, budget: Int64) {
+        self.day = day
+        self.bytes = bytes
+        self.budget = budget
+    }
+}
 
 /// The state of one load direction of a feed (first load, older pages, newer items).
 public struct ControlDirection: Sendable, Hashable, Codable {
@@ -24,14 +75,17 @@ public struct ControlDirection: Sendable, Hashable, Codable {
     public var attempt: Int?
     /// Failed: when the next automatic attempt is due (`nil`: only on request).
     public var nextRetryAt: Date?
+    /// Reachable, but held back by what the link costs; it loads when that lifts.
+    public var held: ControlHold?
 
     /// A direction; `error`, `attempt` and `nextRetryAt` describe a failure.
-    public init(phase: Phase, paused: Bool = false, error: String? = nil, attempt: Int? = nil, nextRetryAt: Date? = nil) {
+    public init(phase: Phase, paused: Bool = false, error: String? = nil, attempt: Int? = nil, nextRetryAt: Date? = nil, held: ControlHold? = nil) {
         self.phase = phase
         self.paused = paused
         self.error = error
         self.attempt = attempt
         self.nextRetryAt = nextRetryAt
+        self.held = held
     }
 
     /// Has not run.
@@ -76,6 +130,8 @@ public struct ControlFeed: Sendable, Hashable, Codable {
     /// The feed counts as stale when no page was stored for this long (`stale_after`, in
     /// seconds); `nil` when not configured.
     public var staleAfter: Int?
+    /// Today's bytes over metered links, when the feed has a metered budget.
+    public var meteredUsage: ControlMeteredUsage?
 
     /// A feed's status; `nextRetryAt` is computed from the directions when `nil`.
     public init(
@@ -91,7 +147,8 @@ public struct ControlFeed: Sendable, Hashable, Codable {
         nextRetryAt: Date? = nil,
         connectivity: ControlConnectivity? = nil,
         presentation: ControlPresentation,
-        staleAfter: Int? = nil
+        staleAfter: Int? = nil,
+        meteredUsage: ControlMeteredUsage? = nil
     ) {
         self.name = name
         self.source = source
@@ -106,6 +163,7 @@ public struct ControlFeed: Sendable, Hashable, Codable {
         self.connectivity = connectivity
         self.presentation = presentation
         self.staleAfter = staleAfter
+        self.meteredUsage = meteredUsage
     }
 
     /// Every direction, labelled, in display order.

@@ -82,6 +82,15 @@ public enum SyncdInterface {
       since: ?string
     )
 
+    # Why a direction that would load waits while its host is reachable: the link
+    # is metered and the feed's on_metered policy waits it out, or the feed's
+    # metered budget for today is used (bytes used, and the budget).
+    type Hold (
+      reason: (metered_link, metered_budget),
+      used: ?int,
+      budget: ?int
+    )
+
     # One load direction of a feed: the first load, older pages or newer items.
     type Direction (
       phase: (idle, loading, failed, loaded),
@@ -90,7 +99,17 @@ public enum SyncdInterface {
       # Failed: what went wrong, how many attempts so far, when the next one is due.
       error: ?string,
       attempt: ?int,
-      nextRetryAt: ?string
+      nextRetryAt: ?string,
+      # Reachable, but held back by what the link costs; loads when that lifts.
+      held: ?Hold
+    )
+
+    # Bytes a feed received over metered links on a day (YYYY-MM-DD, local time),
+    # against its metered_budget.
+    type MeteredUsage (
+      day: string,
+      bytes: int,
+      budget: int
     )
 
     # One row of the content list.
@@ -146,7 +165,9 @@ public enum SyncdInterface {
       presentation: Presentation,
       # Seconds without a stored page after which the feed is stale (stale_after),
       # when configured.
-      staleAfter: ?int
+      staleAfter: ?int,
+      # Today's bytes over metered links, when the feed has a metered_budget.
+      meteredUsage: ?MeteredUsage
     )
 
     type Status (

@@ -144,6 +144,7 @@ struct ConfigurationReader {
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
             "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
             "ca_file", "client_certificate", "client_key", "keep_items", "keep_days", "stale_after",
+            "on_metered", "metered_budget",
         ], table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -211,6 +212,13 @@ struct ConfigurationReader {
         sync.refreshInterval = try duration(t, "refresh_interval")
         if let v = try int(t, "backfill", range: 0...100_000_000) { sync.backfillDepth = v }
         if let v = try int(t, "gap_pages", range: 1...10_000) { sync.gapPageLimit = v }
+        if let v = try string(t, "on_metered") {
+            guard let policy = MeteredPolicy(rawValue: v) else {
+                throw error(t, "on_metered", "must be one of \(MeteredPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            sync.onMetered = policy
+        }
+        if let v = try byteCount(t, "metered_budget") { sync.meteredBudget = MeteredBudget(bytesPerDay: v) }
         let keepItems = try int(t, "keep_items", range: 1...100_000_000)
         var keepAge: Duration?
         if let days = try double(t, "keep_days") {
@@ -300,6 +308,16 @@ struct ConfigurationReader {
         if let double = value.double { return double }
         if let int = value.int { return Double(int) }
         throw error(t, key, "must be a number")
+    }
+
+    /// A byte count: a number of bytes, or a string such as "50MB", "1.5 GB", "512KiB".
+    private func byteCount(_ t: Section, _ key: String) throws(ConfigurationError) -> Int64? {
+        guard let value = t.table[key] else { return nil }
+        let parsed = value.int.map(Int64.init) ?? value.string.flatMap(ByteCount.parse)
+        guard let parsed, parsed > 0 else {
+            throw error(t, key, "must be a number of bytes above 0, or a string like \"50MB\", \"1.5GB\", \"512KiB\"")
+        }
+        return parsed
     }
 
     /// A duration: a number of seconds, or a string such as "500ms", "2s", "5m", "1h".

@@ -19,6 +19,7 @@ struct EvidenceRecordingSource: FeedSource {
         try await recording { try await base.fetchOlder(cursor: cursor, olderCursorKnown: olderCursorKnown) }
     }
     var executor: (any SerialExecutor)? { base.executor }
+    var bytesReceived: Int64 { base.bytesReceived }
 
     private func recording(_ request: () async throws -> FeedPage) async throws -> FeedPage {
         do {

@@ -16,6 +16,7 @@ struct MetricsRecordingSource: FeedSource {
         try await recording(.older) { try await base.fetchOlder(cursor: cursor, olderCursorKnown: olderCursorKnown) }
     }
     var executor: (any SerialExecutor)? { base.executor }
+    var bytesReceived: Int64 { base.bytesReceived }
 
     private func recording(_ direction: Direction, _ request: () async throws -> FeedPage) async throws -> FeedPage {
         metrics.requestStarted(feed: feed, direction: direction)

@@ -6,15 +6,25 @@ import SyncCore
 /// Maps the coordinator's state onto the control interface's wire types.
 enum StatusMapping {
     static func direction(_ state: DirectionState) -> ControlDirection {
+        let held = state.held.map(hold)
         switch state.load {
         case .idle:
-            return ControlDirection(phase: .idle, paused: state.paused)
+            return ControlDirection(phase: .idle, paused: state.paused, held: held)
         case .loading:
-            return ControlDirection(phase: .loading, paused: state.paused)
+            return ControlDirection(phase: .loading, paused: state.paused, held: held)
         case .loaded:
-            return ControlDirection(phase: .loaded, paused: state.paused)
+            return ControlDirection(phase: .loaded, paused: state.paused, held: held)
         case .failed(let failure):
-            return ControlDirection(phase: .failed, paused: state.paused, error: failure.error.message, attempt: failure.attempt, nextRetryAt: failure.nextRetryAt)
+            return ControlDirection(
+                phase: .failed, paused: state.paused, error: failure.error.message, attempt: failure.attempt,
+                nextRetryAt: failure.nextRetryAt, held: held)
+        }
+    }
+
+    static func hold(_ hold: LoadHold) -> ControlHold {
+        switch hold {
+        case .meteredLink: ControlHold(reason: .meteredLink)
+        case .meteredBudget(let used, let budget): ControlHold(reason: .meteredBudget, used: used, budget: budget)
         }
     }
 
@@ -50,7 +60,8 @@ enum StatusMapping {
     }
 
     static func feed(
-        _ state: FeedState, source: String?, rows: [ControlRow], staleAfter: Duration? = nil, skeletonRows: Int = Presentation.defaultSkeletonRows
+        _ state: FeedState, source: String?, rows: [ControlRow], staleAfter: Duration? = nil, budget: MeteredBudget? = nil,
+        skeletonRows: Int = Presentation.defaultSkeletonRows
     ) -> ControlFeed {
         ControlFeed(
             name: state.feed,
@@ -65,7 +76,10 @@ enum StatusMapping {
             nextRetryAt: state.nextRetryAt,
             connectivity: connectivity(state.connectivity),
             presentation: presentation(state, rows: rows, skeletonRows: skeletonRows),
-            staleAfter: staleAfter.map { Int($0.components.seconds) }
+            staleAfter: staleAfter.map { Int($0.components.seconds) },
+            meteredUsage: state.meteredUsage.flatMap { usage in
+                budget.map { ControlMeteredUsage(day: usage.day, bytes: usage.bytes, budget: $0.bytesPerDay) }
+            }
         )
     }
 

@@ -19,6 +19,7 @@ actor StatusReporter: Service {
     private let sources: [String: String]
     /// Each feed's `stale_after`, where configured.
     private let staleAfter: [String: Duration]
+    private let budgets: [String: MeteredBudget]
     /// When the daemon started, as the status reports it.
     private let started = Date()
     private let contentRows: Int
@@ -38,7 +39,7 @@ actor StatusReporter: Service {
 
     init(
         coordinator: SyncCoordinator<EventLoopClock>, store: SQLiteFeedStore, broadcaster: Broadcast<ControlStatus>,
-        notifier: SystemdNotifier, sources: [String: String], staleAfter: [String: Duration] = [:], contentRows: Int,
+        notifier: SystemdNotifier, sources: [String: String], staleAfter: [String: Duration] = [:], budgets: [String: MeteredBudget] = [:], contentRows: Int,
         connectivity verdicts: AsyncStream<Verdict>, clock: EventLoopClock, logger: Logger
     ) {
         self.clock = clock
@@ -49,6 +50,7 @@ actor StatusReporter: Service {
         self.notifier = notifier
         self.sources = sources
         self.staleAfter = staleAfter
+        self.budgets = budgets
         self.contentRows = contentRows
         self.logger = logger
     }
@@ -102,7 +104,9 @@ actor StatusReporter: Service {
         var feeds: [ControlFeed] = []
         for state in states {
             let items = (try? await store.items(feed: state.feed, offset: 0, limit: contentRows)) ?? []
-            feeds.append(StatusMapping.feed(state, source: sources[state.feed], rows: rows(for: items, feed: state.feed), staleAfter: staleAfter[state.feed]))
+            feeds.append(StatusMapping.feed(
+                state, source: sources[state.feed], rows: rows(for: items, feed: state.feed), staleAfter: staleAfter[state.feed],
+                budget: budgets[state.feed]))
         }
         // The summary and banner come from each feed's own verdict; the internet verdict is
         // shown beside them, for information only.

@@ -97,6 +97,12 @@ public struct SyncDaemonService: Service {
         let resolver = NameResolver(configuration: .init(refreshInterval: configuration.resolveInterval), logger: logger)
         let metrics = SyncdMetrics(version: Self.version)
         var reachabilities: [HostReachability<EventLoopClock>] = []
+        let networkManager = configuration.followsNetworkManager
+            ? NetworkManagerWatcher(logger: logger) : nil
+        let linkCosts = LinkCostTracker(monitor: monitor, networkManager: networkManager, configuration: configuration.linkCost, logger: logger)
+        // Before any feed's first verdict: a feed whose link is metered by configuration, lease
+        // or link type must not start a backfill as if it were not.
+        linkCosts.decideNow()
         var sources: [String: String] = [:]
         var httpSources: [String: HTTPFeedSource] = [:]
         var hostsCounted = Set<String>()
@@ -151,7 +157,8 @@ public struct SyncDaemonService: Service {
         }
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
-            sources: sources, staleAfter: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.staleAfter }, contentRows: contentRows,
+            sources: sources, staleAfter: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.staleAfter },
+            budgets: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.sync.meteredBudget }, contentRows: contentRows,
             connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock),
             clock: clock, logger: logger
         )
@@ -162,9 +169,6 @@ public struct SyncDaemonService: Service {
         let hosts = reachabilities
         let logger = self.logger
         let socketPath = configuration.controlSocketPath
-        let networkManager = configuration.followsNetworkManager
-            ? NetworkManagerWatcher(logger: logger) : nil
-        let linkCosts = LinkCostTracker(monitor: monitor, networkManager: networkManager, configuration: configuration.linkCost, logger: logger)
         var parts: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: monitor, serviceName: "netlink monitor"),
             .init(service: linkCosts, serviceName: "link costs"),

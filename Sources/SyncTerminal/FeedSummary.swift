@@ -1,7 +1,7 @@
 import SyncControl
 /// One word for a feed's overall condition, and the colour of its dot.
 public enum FeedCondition: String, Sendable, Hashable {
-    /// failed: the first load failed; paused: waiting for connectivity; loading: a load runs; degraded: an older or newer load failed; empty: loaded, no items; synced: loaded; idle: not loaded yet.
+    /// failed: the first load failed; paused: waiting for connectivity (or for a metered link's cost to lift); loading: a load runs; degraded: an older or newer load failed; empty: loaded, no items; synced: loaded; idle: not loaded yet.
     case failed, paused, loading, degraded, empty, synced, idle
 
     /// Decided in this order: host unreachable (paused), first load failed, a load paused, loading, another load failed (degraded), empty, loaded (synced), else idle.
@@ -13,7 +13,9 @@ public enum FeedCondition: String, Sendable, Hashable {
             self = .paused
         } else if feed.initial.phase == .failed && !feed.initial.paused {
             self = .failed
-        } else if directions.contains(where: \.paused) {
+        } else if directions.contains(where: \.paused) || [feed.initial, feed.newer].contains(where: { $0.held != nil }) {
+            // Held older pages alone leave the feed current (on_metered = "newer"); a held first
+            // load or refresh does not.
             self = .paused
         } else if directions.contains(where: { $0.phase == .loading }) {
             self = .loading

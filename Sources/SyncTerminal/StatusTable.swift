@@ -1,4 +1,5 @@
 import SyncControl
+import SyncCore
 import Foundation
 
 /// `syncctl status`: a dot and a vertical table, like `networkctl status`.
@@ -58,6 +59,9 @@ public enum StatusTable {
             if label == "older" && feed.endReached { text += ", end of feed" }
             lines.append(row(label.capitalized, text))
         }
+        if let usage = feed.meteredUsage {
+            lines.append(row("Metered", "\(ByteCount.describe(usage.bytes)) of \(ByteCount.describe(usage.budget)) today"))
+        }
         lines.append(row("Items", "\(feed.itemCount)" + (feed.empty ? " (empty)" : "")))
         lines.append(row("Last sync", feed.lastSync.map { TimeFormatting.full($0, now: now, timeZone: timeZone) } ?? "never"))
         if let next = feed.nextRetryAt {
@@ -82,8 +86,12 @@ public enum StatusTable {
         }
     }
 
-    /// `failed (attempt 3): HTTP 503; next retry in 12s`, `loading (paused)`.
+    /// `failed (attempt 3): HTTP 503; next retry in 12s`, `loading (paused)`, `paused (metered link)`.
     static func describe(_ direction: ControlDirection, now: Date, style: TerminalStyle, waitingFor: String = "offline") -> String {
+        if let held = direction.held, direction.phase != .failed {
+            // What it would be doing says nothing here: it waits for the link's cost to lift.
+            return style.paint("paused (\(held))", .yellow)
+        }
         var text: String
         switch direction.phase {
         case .failed:
@@ -99,6 +107,7 @@ public enum StatusTable {
             text = "idle"
         }
         if direction.paused { text += style.paint(" (paused, \(waitingFor))", .yellow) }
+        if let held = direction.held { text += style.paint("; paused (\(held))", .yellow) }
         return text
     }
 

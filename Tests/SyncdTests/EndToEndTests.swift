@@ -28,6 +28,9 @@ struct EndToEndTests {
         /// - Parameters:
         ///   - feeds: feed names and the server address (or host name) each is fetched from.
         ///   - network: more `[network]` keys; `tables`: more tables, before the feeds.
+        ///   - server: the feed server's command, run in the server's namespace, listening on port
+        ///     8080 and answering `/health`; `nil` for the demo server with `initialItems` items.
+        ///   - feedPath: the feeds' URL path on the server; `feedKeys`: more keys for each feed.
         ///   - resolvConf, hosts: syncd's `/etc/resolv.conf` and `/etc/hosts` (`ip netns exec`
         ///     mounts `/etc/netns/NAME/…` over them), removed with the rig.
         init(
@@ -36,7 +39,10 @@ struct EndToEndTests {
             network: String = "",
             tables: String = "",
             resolvConf: String? = nil,
-            hosts: String? = nil
+            hosts: String? = nil,
+            server: [String]? = nil,
+            feedPath: String = "/feeds/demo",
+            feedKeys: String = ""
         ) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
@@ -53,11 +59,9 @@ struct EndToEndTests {
                 try await topology.server.ip("addr", "add", "\(Self.farAddress)/32", "dev", VethTopology.serverLink)
                 try await topology.client.ip("route", "add", "10.88.0.0/24", "via", VethTopology.serverAddress)
             }
-            feedServer = try ChildProcess(
-                ["ip", "netns", "exec", topology.server.name, try BuildProducts.path("demo-feed"),
-                 "--host", "0.0.0.0", "--port", "8080", "--feed", "demo:\(initialItems):0", "--limit", "50", "--log-level", "warning"],
-                logPath: directory.file("demo-feed.log")
-            )
+            let demo = [try BuildProducts.path("demo-feed"),
+                        "--host", "0.0.0.0", "--port", "8080", "--feed", "demo:\(initialItems):0", "--limit", "50", "--log-level", "warning"]
+            feedServer = try ChildProcess(["ip", "netns", "exec", topology.server.name] + (server ?? demo), logPath: directory.file("demo-feed.log"))
             var config = """
                 [daemon]
                 store = "\(directory.file("syncd.sqlite"))"
@@ -78,10 +82,11 @@ struct EndToEndTests {
 
                     [[feed]]
                     name = "\(feed.name)"
-                    url = "http://\(feed.host):8080/feeds/demo"
+                    url = "http://\(feed.host):8080\(feedPath)"
                     page_size = 50
                     backfill = 100000
                     timeout = "5s"
+                    \(feedKeys)
                     """
             }
             try config.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)

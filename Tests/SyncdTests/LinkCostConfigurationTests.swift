@@ -1,9 +1,11 @@
 import Foundation
 import LinkCost
+import SyncCore
 import SyncDaemon
 import Testing
 
-/// `[network] metered`, `unmetered` and `networkmanager` as the loader reads them.
+/// `[network] metered`, `unmetered` and `networkmanager`, and a feed's `on_metered` and
+/// `metered_budget`, as the loader reads them.
 @Suite struct LinkCostConfigurationTests {
     static let feed = """
         [[feed]]
@@ -24,6 +26,36 @@ import Testing
             """)
         #expect(configuration.linkCost.globs == LinkCostGlobs(metered: ["wwan*", "ppp?"], unmetered: ["enx*"]))
         #expect(!configuration.followsNetworkManager)
+    }
+
+    @Test func readsAFeedsPolicyAndBudget() throws {
+        let defaults = try DaemonConfiguration.parse(Self.feed)
+        #expect(defaults.feeds[0].sync.onMetered == .newer)
+        #expect(defaults.feeds[0].sync.meteredBudget == nil)
+        for (text, bytes) in [("\"50MB\"", Int64(50_000_000)), ("\"1.5 GB\"", 1_500_000_000), ("\"512KiB\"", 524_288), ("4096", 4096)] {
+            let configuration = try DaemonConfiguration.parse(Self.feed + "\non_metered = \"pause\"\nmetered_budget = \(text)\n")
+            #expect(configuration.feeds[0].sync.onMetered == .pause)
+            #expect(configuration.feeds[0].sync.meteredBudget?.bytesPerDay == bytes, "\(text)")
+            #expect(configuration.feeds[0].sync.meteredBudget?.timeZone == .current)
+        }
+    }
+
+    @Test(arguments: [
+        ("on_metered = \"never\"", "feed[0].on_metered", "must be one of sync, newer, pause"),
+        ("on_metered = true", "feed[0].on_metered", "must be a string"),
+        ("metered_budget = \"lots\"", "feed[0].metered_budget", "must be a number of bytes above 0"),
+        ("metered_budget = 0", "feed[0].metered_budget", "must be a number of bytes above 0"),
+        ("metered_budget = \"-5MB\"", "feed[0].metered_budget", "must be a number of bytes above 0"),
+    ])
+    func badFeedKeysAreLocated(line: String, key: String, message: String) {
+        do {
+            _ = try DaemonConfiguration.parse(Self.feed + "\n" + line + "\n", file: "t.toml")
+            Issue.record("accepted: \(line)")
+        } catch {
+            #expect(error.line == 4, "\(error)")
+            #expect(error.key == key, "\(error)")
+            #expect(error.message.contains(message), "\(error)")
+        }
     }
 
     @Test(arguments: [

@@ -5,7 +5,8 @@ import Testing
 import TestSupport
 
 /// What a link costs reaches the status: a feed whose host is reached over a link the
-/// configuration calls metered says so on the wire and in `syncctl status`.
+/// configuration calls metered says so on the wire and in `syncctl status`, and under the
+/// default `on_metered = "newer"` keeps its head current and holds its backfill.
 @Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
 struct LinkCostStatusTests {
     typealias Rig = EndToEndTests.Rig
@@ -15,10 +16,13 @@ struct LinkCostStatusTests {
         let rig = try await Rig(initialItems: 60, network: #"metered = ["veth-*"]"#)
         defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
 
-        let status = try await rig.waitForStatus("the feed synced over the metered link") { s in
-            guard s.feeds.first?.itemCount == 60, case .online(_, _, _, let cost)? = s.feeds.first?.connectivity else { return false }
-            return cost?.isMetered == true
+        let status = try await rig.waitForStatus("the first page loaded over the metered link, the backfill held") { s in
+            guard let feed = s.feeds.first, feed.initial.phase == .loaded, case .online(_, _, _, let cost)? = feed.connectivity else { return false }
+            return cost?.isMetered == true && feed.older.held?.reason == .meteredLink
         }
+        #expect(status.feeds.first?.itemCount == 50, "the first page only: 50 of the server's 60")
+        #expect(status.feeds.first?.older.phase == .idle)
+        #expect(status.feeds.first?.newer.held == nil)
         guard case .online(let link, _, _, let cost)? = status.feeds.first?.connectivity else { Issue.record("feed not online: \(status)"); return }
         #expect(link == VethTopology.clientLink)
         #expect(cost?.source == .configuration)
@@ -28,6 +32,17 @@ struct LinkCostStatusTests {
 
         let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
         #expect(text.contains("Internet: online via veth-c (ipv4, metered, set in the configuration)"), "\(text)")
+        #expect(text.contains("Older: paused (metered link)"), "\(text)")
+        #expect(text.contains("State: synced"), "held older pages alone leave the feed current: \(text)")
+
+        // Asked for by hand, one older page loads; the backfill does not go on by itself.
+        let requests = try await rig.requestCount()
+        _ = try await runCommand([try BuildProducts.path("syncctl"), "older", "--socket", rig.directory.file("io.syncd")])
+        let older = try await rig.waitForStatus("the older page asked for by hand") { s in
+            s.feeds.first?.itemCount == 60 && s.feeds.first?.older.phase == .loaded
+        }
+        #expect(try await rig.requestCount() == requests + 1)
+        #expect(older.feeds.first?.endReached == true)
 
         // The wire form, as the interface describes it.
         let json = try await runCommand([try BuildProducts.path("syncctl"), "status", "--json=short", "--socket", rig.directory.file("io.syncd")])
