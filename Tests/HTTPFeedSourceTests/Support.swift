@@ -171,7 +171,10 @@ func establishedLocalPorts(toPort port: Int) throws -> [Int] {
     let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
     return table.split(separator: "\n").dropFirst().compactMap { line in
         let fields = line.split(separator: " ")
-        guard fields.count > 3, let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
+        // The servers are on 127.0.0.1 (0100007F in the table's byte order): a connection of any
+        // other process of the namespace to the same port elsewhere is not theirs.
+        guard fields.count > 3, fields[2].hasPrefix("0100007F:"),
+              let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
               let ownPort = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
               remotePort == port, fields[3] == "01"
         else { return nil }
