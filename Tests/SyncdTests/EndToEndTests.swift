@@ -102,6 +102,25 @@ struct EndToEndTests {
             if let netnsEtc { try? FileManager.default.removeItem(atPath: netnsEtc) }
         }
 
+        /// Runs `body`, then stops syncd and the feed server and waits for both, whether `body`
+        /// threw or not. Not from a task a `defer` starts: a run of one test alone ends its
+        /// process right after the test, before such a task runs, and the server outlives it.
+        func using(_ body: (Rig) async throws -> Void) async throws {
+            do {
+                try await body(self)
+            } catch {
+                await stop()
+                throw error
+            }
+            await stop()
+        }
+
+        /// Stops syncd and the feed server, waiting for both.
+        func stop() async {
+            _ = await daemon.stop()
+            _ = await feedServer.stop()
+        }
+
         static func waitForServer(_ topology: VethTopology) async throws {
             try await waitUntil("the demo feed server answers /health", interval: .milliseconds(50)) {
                 (try? await admin(topology, "GET", "/health")) != nil

@@ -14,38 +14,39 @@ struct LinkCostStatusTests {
     @Test func aMeteredLinkShowsInTheStatus() async throws {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 60, network: #"metered = ["veth-*"]"#)
-        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
+        try await rig.using { rig in
 
-        let status = try await rig.waitForStatus("the first page loaded over the metered link, the backfill held") { s in
-            guard let feed = s.feeds.first, feed.initial.phase == .loaded, case .online(_, _, _, let cost)? = feed.connectivity else { return false }
-            return cost?.isMetered == true && feed.older.held?.reason == .meteredLink
+            let status = try await rig.waitForStatus("the first page loaded over the metered link, the backfill held") { s in
+                guard let feed = s.feeds.first, feed.initial.phase == .loaded, case .online(_, _, _, let cost)? = feed.connectivity else { return false }
+                return cost?.isMetered == true && feed.older.held?.reason == .meteredLink
+            }
+            #expect(status.feeds.first?.itemCount == 50, "the first page only: 50 of the server's 60")
+            #expect(status.feeds.first?.older.phase == .idle)
+            #expect(status.feeds.first?.newer.held == nil)
+            guard case .online(let link, _, _, let cost)? = status.feeds.first?.connectivity else { Issue.record("feed not online: \(status)"); return }
+            #expect(link == VethTopology.clientLink)
+            #expect(cost?.source == .configuration)
+            #expect(cost?.detail == #"metered = "veth-*""#)
+            guard case .online(_, _, _, let internetCost)? = status.internet else { Issue.record("internet not online: \(status)"); return }
+            #expect(internetCost?.isMetered == true)
+
+            let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
+            #expect(text.contains("Internet: online via veth-c (ipv4, metered, set in the configuration)"), "\(text)")
+            #expect(text.contains("Older: paused (metered link)"), "\(text)")
+            #expect(text.contains("State: synced"), "held older pages alone leave the feed current: \(text)")
+
+            // Asked for by hand, one older page loads; the backfill does not go on by itself.
+            let requests = try await rig.requestCount()
+            _ = try await runCommand([try BuildProducts.path("syncctl"), "older", "--socket", rig.directory.file("io.syncd")])
+            let older = try await rig.waitForStatus("the older page asked for by hand") { s in
+                s.feeds.first?.itemCount == 60 && s.feeds.first?.older.phase == .loaded
+            }
+            #expect(try await rig.requestCount() == requests + 1)
+            #expect(older.feeds.first?.endReached == true)
+
+            // The wire form, as the interface describes it.
+            let json = try await runCommand([try BuildProducts.path("syncctl"), "status", "--json=short", "--socket", rig.directory.file("io.syncd")])
+            #expect(json.contains(#""cost":{"cost":"metered","detail":"metered = \"veth-*\"","source":"configuration"}"#), "\(json)")
         }
-        #expect(status.feeds.first?.itemCount == 50, "the first page only: 50 of the server's 60")
-        #expect(status.feeds.first?.older.phase == .idle)
-        #expect(status.feeds.first?.newer.held == nil)
-        guard case .online(let link, _, _, let cost)? = status.feeds.first?.connectivity else { Issue.record("feed not online: \(status)"); return }
-        #expect(link == VethTopology.clientLink)
-        #expect(cost?.source == .configuration)
-        #expect(cost?.detail == #"metered = "veth-*""#)
-        guard case .online(_, _, _, let internetCost)? = status.internet else { Issue.record("internet not online: \(status)"); return }
-        #expect(internetCost?.isMetered == true)
-
-        let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
-        #expect(text.contains("Internet: online via veth-c (ipv4, metered, set in the configuration)"), "\(text)")
-        #expect(text.contains("Older: paused (metered link)"), "\(text)")
-        #expect(text.contains("State: synced"), "held older pages alone leave the feed current: \(text)")
-
-        // Asked for by hand, one older page loads; the backfill does not go on by itself.
-        let requests = try await rig.requestCount()
-        _ = try await runCommand([try BuildProducts.path("syncctl"), "older", "--socket", rig.directory.file("io.syncd")])
-        let older = try await rig.waitForStatus("the older page asked for by hand") { s in
-            s.feeds.first?.itemCount == 60 && s.feeds.first?.older.phase == .loaded
-        }
-        #expect(try await rig.requestCount() == requests + 1)
-        #expect(older.feeds.first?.endReached == true)
-
-        // The wire form, as the interface describes it.
-        let json = try await runCommand([try BuildProducts.path("syncctl"), "status", "--json=short", "--socket", rig.directory.file("io.syncd")])
-        #expect(json.contains(#""cost":{"cost":"metered","detail":"metered = \"veth-*\"","source":"configuration"}"#), "\(json)")
     }
 }

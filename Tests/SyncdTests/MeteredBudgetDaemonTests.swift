@@ -35,51 +35,53 @@ struct MeteredBudgetDaemonTests {
                 on_metered = "sync"
                 metered_budget = "100kB"
                 """)
-        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
-        func sent() throws -> ServerStats {
-            try JSONDecoder().decode(ServerStats.self, from: Data(contentsOf: URL(fileURLWithPath: statsFile)))
-        }
+        try await rig.using { rig in
+            func sent() throws -> ServerStats {
+                try JSONDecoder().decode(ServerStats.self, from: Data(contentsOf: URL(fileURLWithPath: statsFile)))
+            }
 
-        let held = try await rig.waitForStatus("the backfill held by the spent budget") { status in
-            status.feeds.first?.older.held?.reason == .meteredBudget
-        }
-        let feed = try #require(held.feeds.first)
-        let server = try sent()
-        let usage = try #require(feed.meteredUsage)
-        // What syncd counts is what crossed the wire. This server sends its bodies as they are,
-        // framed by Content-Length, so the status line, fields and body add up to the byte.
-        #expect(usage.bytes == server.bytes, "syncd counted \(usage.bytes); the server sent \(server)")
-        #expect(usage.budget == Self.budget)
-        #expect(usage.bytes >= Self.budget)
-        // Only the response that crossed the budget goes past it: nothing is fetched ahead.
-        #expect(server.bytes < Self.budget + server.largest, "the server sent \(server)")
-        #expect(feed.older.held?.used == usage.bytes)
-        #expect(feed.itemCount == 40 * server.requests, "every page fetched is stored")
-        #expect(feed.itemCount < 400)
+            let held = try await rig.waitForStatus("the backfill held by the spent budget") { status in
+                status.feeds.first?.older.held?.reason == .meteredBudget
+            }
+            let feed = try #require(held.feeds.first)
+            let server = try sent()
+            let usage = try #require(feed.meteredUsage)
+            // What syncd counts is what crossed the wire. This server sends its bodies as they are,
+            // framed by Content-Length, so the status line, fields and body add up to the byte.
+            #expect(usage.bytes == server.bytes, "syncd counted \(usage.bytes); the server sent \(server)")
+            #expect(usage.budget == Self.budget)
+            #expect(usage.bytes >= Self.budget)
+            // Only the response that crossed the budget goes past it: nothing is fetched ahead.
+            #expect(server.bytes < Self.budget + server.largest, "the server sent \(server)")
+            #expect(feed.older.held?.used == usage.bytes)
+            #expect(feed.itemCount == 40 * server.requests, "every page fetched is stored")
+            #expect(feed.itemCount < 400)
 
-        let socket = rig.directory.file("io.syncd")
-        let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", socket])
-        let used = ByteCount.describe(usage.bytes)
-        #expect(text.contains("Older: paused (metered budget used: \(used) today)"), "\(text)")
-        #expect(text.contains("Metered: \(used) of 100 kB today"), "\(text)")
-        let json = try await runCommand([try BuildProducts.path("syncctl"), "status", "--json=short", "--socket", socket])
-        #expect(json.contains(#""held":{"budget":100000,"reason":"metered_budget","used":\#(usage.bytes)}"#), "\(json)")
+            let socket = rig.directory.file("io.syncd")
+            let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", socket])
+            let used = ByteCount.describe(usage.bytes)
+            #expect(text.contains("Older: paused (metered budget used: \(used) today)"), "\(text)")
+            #expect(text.contains("Metered: \(used) of 100 kB today"), "\(text)")
+            let json = try await runCommand([try BuildProducts.path("syncctl"), "status", "--json=short", "--socket", socket])
+            #expect(json.contains(#""held":{"budget":100000,"reason":"metered_budget","used":\#(usage.bytes)}"#), "\(json)")
 
-        // A restart keeps the day's bytes: nothing goes out by itself, not even the refresh.
-        let stopped = await rig.daemon.stop()
-        #expect(stopped == 0, "syncd's exit status on SIGTERM")
-        let restarted = try ChildProcess(
-            ["ip", "netns", "exec", rig.topology.client.name, try BuildProducts.path("syncd"), "--config", rig.directory.file("syncd.toml")],
-            logPath: rig.directory.file("syncd-restarted.log"))
-        defer { Task { _ = await restarted.stop() } }
-        let client = SyncControlClient(socketPath: socket)
-        try await waitUntil("the restarted syncd holds the refresh back on the spent budget", interval: .milliseconds(100)) {
-            guard let status = try? await client.boundedStatus(), let feed = status.feeds.first else { return false }
-            return feed.newer.held?.reason == .meteredBudget && feed.older.held?.reason == .meteredBudget
+            // A restart keeps the day's bytes: nothing goes out by itself, not even the refresh.
+            let stopped = await rig.daemon.stop()
+            #expect(stopped == 0, "syncd's exit status on SIGTERM")
+            let restarted = try ChildProcess(
+                ["ip", "netns", "exec", rig.topology.client.name, try BuildProducts.path("syncd"), "--config", rig.directory.file("syncd.toml")],
+                logPath: rig.directory.file("syncd-restarted.log"))
+            let client = SyncControlClient(socketPath: socket)
+            try await waitUntil("the restarted syncd holds the refresh back on the spent budget", interval: .milliseconds(100)) {
+                guard let status = try? await client.boundedStatus(), let feed = status.feeds.first else { return false }
+                return feed.newer.held?.reason == .meteredBudget && feed.older.held?.reason == .meteredBudget
+            }
+            let after = try sent()
+            #expect(after.requests == server.requests, "requests after the restart: \(after.requests - server.requests)")
+            let status = try await client.boundedStatus()
+            #expect(status.feeds.first?.meteredUsage?.bytes == usage.bytes)
+            // (On a throw before this, releasing `restarted` kills it.)
+            #expect(await restarted.stop() == 0, "the restarted syncd's exit status on SIGTERM")
         }
-        let after = try sent()
-        #expect(after.requests == server.requests, "requests after the restart: \(after.requests - server.requests)")
-        let status = try await client.boundedStatus()
-        #expect(status.feeds.first?.meteredUsage?.bytes == usage.bytes)
     }
 }

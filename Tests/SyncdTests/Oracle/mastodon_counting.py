@@ -7,10 +7,12 @@
 # After each response it writes STATS_FILE (atomically): {"bytes": all bytes sent on the
 # timeline's sockets, "bodies": body bytes, "requests": timeline requests, "largest": the
 # largest response}.
-import json, os, sys, threading
+import json, os, signal, sys, threading
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl
 
+# A child of Foundation's Process inherits SIGTERM blocked: unblocked, the test's stop ends it.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 port, count, payload, stats_path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 lock = threading.Lock()
 stats = {"bytes": 0, "bodies": 0, "requests": 0, "largest": 0}
