@@ -384,8 +384,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncdTests",
-            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "DemoFeedServer", "TestSupport", "NetlinkProbe", "LinkCost"],
-            exclude: ["Oracle"]
+            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "DemoFeedServer", "TestSupport", "NetlinkProbe", "LinkCost"]
         ),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.

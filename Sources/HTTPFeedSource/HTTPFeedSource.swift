@@ -297,6 +297,11 @@ public struct HTTPFeedSource: FeedSource {
                 continue
             }
             guard (200..<300).contains(code) else {
+                // Read (a little of it), so what it cost on the wire is counted and its
+                // connection can be reused.
+                if let body = try? await response.body.collect(upTo: 64 << 10) {
+                    countWire(WireSize.body(headers: response.headers, bytesRead: body.readableBytes))
+                }
                 throw Self.statusError(response.status, response.headers, label: label)
             }
             if let error = Self.declaredTooLarge(response.headers, limit: configuration.maxBodyBytes, label: label) { throw error }

@@ -19,7 +19,9 @@ struct MeteredBudgetDaemonTests {
         var largest: Int64
     }
 
-    static let oracle = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/mastodon_counting.py").path
+    /// The HTTP source's tests' Mastodon-style server, which counts what it sends.
+    static let oracle = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("HTTPFeedSourceTests/Oracle/mastodon_counting.py").path
     static let budget: Int64 = 100_000
 
     @Test func theBudgetStopsTheSyncAtWhatTheServerSentAndSurvivesARestart() async throws {

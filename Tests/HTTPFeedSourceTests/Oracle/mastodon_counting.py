@@ -3,17 +3,19 @@
 # as Mastodon pages its timelines. Written independently of syncd's own code: the bytes it
 # counts on its sockets are the truth a metered budget is held against.
 #
-# Usage: mastodon_counting.py PORT ITEMS PAYLOAD_BYTES STATS_FILE
-# After each response it writes STATS_FILE (atomically): {"bytes": all bytes sent on the
-# timeline's sockets, "bodies": body bytes, "requests": timeline requests, "largest": the
-# largest response}.
-import json, os, signal, sys, threading
+# Usage: mastodon_counting.py PORT ITEMS PAYLOAD_BYTES STATS_FILE [gzip]
+# PORT 0 takes a free port and prints {"port": N} once listening. With "gzip", bodies go out
+# gzip-compressed to a client that accepts it. After each response but /health's it writes
+# STATS_FILE (atomically): {"bytes": all bytes sent, "bodies": body bytes as sent, "requests":
+# responses, "largest": the largest response}.
+import gzip, json, os, signal, sys, threading
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl
 
 # A child of Foundation's Process inherits SIGTERM blocked: unblocked, the test's stop ends it.
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 port, count, payload, stats_path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+compress = sys.argv[5:] == ["gzip"]
 lock = threading.Lock()
 stats = {"bytes": 0, "bodies": 0, "requests": 0, "largest": 0}
 # Newest first; ids are numbers as strings, larger is newer.
@@ -55,7 +57,7 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(b"ok", [], counted=False)
             return
         if url.path != "/api/v1/timelines/public":
-            self.answer(b"not found", [], status=404, counted=False)
+            self.answer(b'{"error":"Record not found"}', [], status=404)
             return
         query = dict(parse_qsl(url.query))
         limit = min(int(query.get("limit", "20")), 40)
@@ -73,6 +75,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def answer(self, body, headers, status=200, counted=True):
         before = self.wfile.sent
+        if compress and "gzip" in self.headers.get("Accept-Encoding", ""):
+            body = gzip.compress(body)
+            headers = headers + [("Content-Encoding", "gzip")]
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -94,4 +99,7 @@ class Handler(BaseHTTPRequestHandler):
             os.replace(stats_path + ".tmp", stats_path)
 
 ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("0.0.0.0", port), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1" if port == 0 else "0.0.0.0", port), Handler)
+if port == 0:
+    print(json.dumps({"port": server.server_address[1]}), flush=True)
+server.serve_forever()
