@@ -316,8 +316,7 @@ let package = Package(
                 "LinkCost", "ConnectivityPolicy", "NetlinkMonitor", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            exclude: ["Oracle"]
+            ]
         ),
         .testTarget(
             name: "EventLoopClockTests",
@@ -388,7 +387,7 @@ let package = Package(
         ),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
-        .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport", exclude: ["Oracle"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -56,14 +56,28 @@ final class NetworkManagerBusSession {
     private var devices: [String: Device] = [:]
     private var presence = Presence.unknown
     private var loggedDeviceLimit = false
+    private let firstReading: @Sendable () -> Void
+    private var firstReadingReported = false
 
+    /// A session that hands each changed device map to `publish`, and calls `firstReading` once,
+    /// when its first reading is over: every device's answer is in, NetworkManager is found absent,
+    /// or the bus cannot be reached.
     init(
         configuration: NetworkManagerWatcher.Configuration, logger: Logger,
+        firstReading: @escaping @Sendable () -> Void = {},
         publish: @escaping @Sendable ([String: NetworkManagerMetered]) -> Void
     ) {
         self.configuration = configuration
         self.logger = logger
+        self.firstReading = firstReading
         self.publish = publish
+    }
+
+    /// Reports the first reading once nothing asked of the bus is unanswered (or there is no bus).
+    private func reportFirstReadingWhenOver() {
+        guard !firstReadingReported, bus == nil || pending.isEmpty else { return }
+        firstReadingReported = true
+        firstReading()
     }
 
     private var busName: String {
@@ -78,6 +92,7 @@ final class NetworkManagerBusSession {
             subscribe()
             requestDevices()
         }
+        reportFirstReadingWhenOver()
         defer {
             if let bus { sd_bus_close_unref(bus) }
             bus = nil
@@ -141,6 +156,7 @@ final class NetworkManagerBusSession {
         pending = [:]
         devices = [:]
         publishMap()
+        reportFirstReadingWhenOver()
     }
 
     /// Milliseconds until sd-bus's next deadline (a call's timeout, authentication), -1 for none: an idle
@@ -219,6 +235,7 @@ final class NetworkManagerBusSession {
         default:
             break  // Asked of an earlier owner.
         }
+        reportFirstReadingWhenOver()
     }
 
     fileprivate func handleMatchInstalled(_ message: OpaquePointer) {

@@ -64,6 +64,10 @@ public final class NetworkManagerWatcher: Service, Sendable {
         /// under the lock, so a late stop request never writes to a reused descriptor number.
         var stopFD: Int32 = -1
         var threadID: Int32?
+        /// The running session's first reading is over (``firstReading(within:)``).
+        var firstReadingOver = false
+        var firstReadingWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter = 0
     }
 
     private let configuration: Configuration
@@ -90,6 +94,55 @@ public final class NetworkManagerWatcher: Service, Sendable {
     /// The kernel's id of the bus thread while ``run()`` runs: tests count its wake-ups and check that it
     /// ends.
     package var threadID: Int32? { state.withLock { $0.threadID } }
+
+    /// Waits until the running watcher's first reading of NetworkManager is over (every device's
+    /// `Metered` is in ``devices``, NetworkManager is absent, or the bus cannot be reached), at
+    /// most `timeout`; whether it was over in time. For a caller that must not act on link costs
+    /// before NetworkManager had its say (syncd starting its feeds). Returns `false` at once when
+    /// the task is cancelled.
+    public func firstReading(within timeout: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.waitForFirstReading() }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Whether the first reading was over before the task was cancelled.
+    private func waitForFirstReading() async -> Bool {
+        let id = state.withLock { state -> Int in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let over = state.withLock { state -> Bool in
+                    if state.firstReadingOver || Task.isCancelled { return true }
+                    state.firstReadingWaiters[id] = continuation
+                    return false
+                }
+                if over { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.firstReadingWaiters.removeValue(forKey: id) }?.resume()
+        }
+        return state.withLock { $0.firstReadingOver }
+    }
+
+    /// Marks the first reading over and wakes whoever waits for it.
+    private func firstReadingIsOver() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.firstReadingOver = true
+            defer { state.firstReadingWaiters = [:] }
+            return Array(state.firstReadingWaiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
 
     /// A stream of ``devices``: the current map first, then each changed one. A slow consumer sees the
     /// newest map, not a backlog. The stream finishes when ``run()`` returns (at once when it already has).
@@ -143,6 +196,7 @@ public final class NetworkManagerWatcher: Service, Sendable {
         state.withLock { state in
             state.running = false
             state.finished = true
+            state.firstReadingOver = false
         }
         if !started { throw Failure(description: "cannot start the NetworkManager watcher's bus thread") }
     }
@@ -157,7 +211,9 @@ public final class NetworkManagerWatcher: Service, Sendable {
             let started = startDetachedThread { [self] in
                 _ = syncd_set_thread_name("syncd-nm-bus")
                 state.withLock { $0.threadID = syncd_gettid() }
-                let session = NetworkManagerBusSession(configuration: configuration, logger: logger) { devices in
+                let session = NetworkManagerBusSession(
+                    configuration: configuration, logger: logger, firstReading: { [self] in firstReadingIsOver() }
+                ) { devices in
                     broadcast.publishIfChanged(devices)
                 }
                 session.run(stopFD: stopFD)

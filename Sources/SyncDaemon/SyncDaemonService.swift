@@ -190,7 +190,8 @@ public struct SyncDaemonService: Service {
             .init(
                 service: ClosureService {
                     try await self.sync(
-                        coordinator: coordinator, server: server, endpoint: endpoint, reporter: reporter, broadcaster: broadcaster, monitor: monitor)
+                        coordinator: coordinator, server: server, endpoint: endpoint, reporter: reporter, broadcaster: broadcaster, monitor: monitor,
+                        costs: (linkCosts, networkManager))
                 },
                 serviceName: "coordinator"
             ),
@@ -267,7 +268,7 @@ public struct SyncDaemonService: Service {
     /// not "unknown".
     private func sync(
         coordinator: SyncCoordinator<EventLoopClock>, server: SyncControlServer, endpoint: MetricsEndpoint?, reporter: StatusReporter,
-        broadcaster: Broadcast<ControlStatus>, monitor: NetlinkMonitor
+        broadcaster: Broadcast<ControlStatus>, monitor: NetlinkMonitor, costs: (tracker: LinkCostTracker, networkManager: NetworkManagerWatcher?)
     ) async throws {
         // The server's or the endpoint's own failure ends the group and says why.
         guard await server.waitUntilListening() else {
@@ -278,6 +279,7 @@ public struct SyncDaemonService: Service {
             try? await gracefulShutdown()
             return
         }
+        await settleLinkCosts(costs.tracker, networkManager: costs.networkManager, coordinator: coordinator)
         try await coordinator.start()
         await reporter.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: .internet))
         await reporter.refresh()
@@ -291,6 +293,50 @@ public struct SyncDaemonService: Service {
         await coordinator.stop()
         broadcaster.finish()
     }
+
+    /// Before the feeds start: lets NetworkManager have its say on what each link costs (its first
+    /// reading, at most ``networkManagerWait``), and waits, as long again at most, until every feed
+    /// reachable over a link carries the cost decided for it. A feed behind a link NetworkManager
+    /// calls metered then never begins a backfill as if it were not. The configuration's, the
+    /// leases' and the hardware's costs were decided before the feeds took their first verdict.
+    private func settleLinkCosts(_ tracker: LinkCostTracker, networkManager: NetworkManagerWatcher?, coordinator: SyncCoordinator<EventLoopClock>) async {
+        guard let networkManager else { return }
+        let wait = Self.networkManagerWait
+        if await !networkManager.firstReading(within: wait) {
+            logger.info("NetworkManager has not answered yet: the feeds start without its link costs, which apply when it answers", metadata: ["waited": "\(wait)"])
+            return
+        }
+        tracker.decideNow()
+        let costs = tracker.costs
+        func carried(_ state: FeedState) -> Bool {
+            guard case .online(let link?, _, let cost)? = state.connectivity?.status else { return true }
+            return cost == (costs[link] ?? .unknown)
+        }
+        let updates = await coordinator.updates()
+        let settled = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                var latest: [String: FeedState] = [:]
+                for await state in updates {
+                    latest[state.feed] = state
+                    if latest.values.allSatisfy(carried) { return true }
+                }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: wait)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if !settled {
+            logger.info("the feeds' verdicts have not taken NetworkManager's link costs yet: they apply when they do", metadata: ["waited": "\(wait)"])
+        }
+    }
+
+    /// How long the feeds wait, at most, for NetworkManager's link costs at start.
+    static let networkManagerWait = Duration.seconds(2)
 
     /// The ladder for one feed's host: its addresses (a literal) or its name, judged by the
     /// kernel's route, the resolver, and the evidence of its requests; an unreachable server is

@@ -22,6 +22,29 @@ struct NetworkManagerWatcherTests {
         }
     }
 
+    /// The first reading is over only once every device's Metered is in: a caller that waited for
+    /// it reads the whole map, never a part.
+    @Test func theFirstReadingIsOverWithEveryDevicesCost() async throws {
+        try await withNetworkManagerAndWatcher(devices: ["eth0": "2", "wwan0": "3", "usb0": "1"]) { _, watcher in
+            #expect(await watcher.firstReading(within: hangGuard))
+            #expect(watcher.devices == ["eth0": .no, "wwan0": .guessYes, "usb0": .yes])
+            #expect(await watcher.firstReading(within: .zero), "over stays over while it runs")
+        }
+    }
+
+    @Test func theFirstReadingWithoutABusIsOverAtOnceAndNeverWithoutARun() async throws {
+        let directory = try TemporaryDirectory(prefix: "nm-nobus")
+        let watcher = NetworkManagerWatcher(configuration: .init(busAddress: "unix:path=\(directory.file("nothing"))"))
+        #expect(await !watcher.firstReading(within: .milliseconds(50)), "not running: nothing to wait for but the time")
+        let waiting = BoundedTask { await watcher.firstReading(within: hangGuard) }
+        let running = BoundedTask { try await watcher.run() }
+        #expect(try await waiting.value("firstReading(within:) of a watcher whose bus is absent"))
+        #expect(watcher.devices == [:])
+        running.cancel()
+        try await running.value("the watcher's run() after cancellation")
+        #expect(await !watcher.firstReading(within: .milliseconds(50)), "a run that ended is over no more")
+    }
+
     @Test func followsMeteredChanges() async throws {
         try await withNetworkManagerAndWatcher(devices: ["wlan0": "4"]) { networkManager, watcher in
             try await waitForDevices(watcher, ["wlan0": .guessNo], "wlan0 is read")

@@ -31,6 +31,7 @@ struct EndToEndTests {
         ///   - server: the feed server's command, run in the server's namespace, listening on port
         ///     8080 and answering `/health`; `nil` for the demo server with `initialItems` items.
         ///   - feedPath: the feeds' URL path on the server; `feedKeys`: more keys for each feed.
+        ///   - environment: `NAME=value` settings for syncd's environment.
         ///   - resolvConf, hosts: syncd's `/etc/resolv.conf` and `/etc/hosts` (`ip netns exec`
         ///     mounts `/etc/netns/NAME/…` over them), removed with the rig.
         init(
@@ -42,7 +43,8 @@ struct EndToEndTests {
             hosts: String? = nil,
             server: [String]? = nil,
             feedPath: String = "/feeds/demo",
-            feedKeys: String = ""
+            feedKeys: String = "",
+            environment: [String] = []
         ) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
@@ -92,7 +94,8 @@ struct EndToEndTests {
             try config.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
             try await Self.waitForServer(topology)
             daemon = try ChildProcess(
-                ["ip", "netns", "exec", topology.client.name, try BuildProducts.path("syncd"), "--config", directory.file("syncd.toml")],
+                ["ip", "netns", "exec", topology.client.name] + (environment.isEmpty ? [] : ["env"] + environment)
+                    + [try BuildProducts.path("syncd"), "--config", directory.file("syncd.toml")],
                 logPath: directory.file("syncd.log")
             )
             client = SyncControlClient(socketPath: directory.file("io.syncd"))

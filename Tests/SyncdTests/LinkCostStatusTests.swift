@@ -1,3 +1,4 @@
+import ConnectivityPolicy
 import Foundation
 import SyncControl
 import SyncTerminal
@@ -47,6 +48,36 @@ struct LinkCostStatusTests {
             // The wire form, as the interface describes it.
             let json = try await runCommand([try BuildProducts.path("syncctl"), "status", "--json=short", "--socket", rig.directory.file("io.syncd")])
             #expect(json.contains(#""cost":{"cost":"metered","detail":"metered = \"veth-*\"","source":"configuration"}"#), "\(json)")
+        }
+    }
+
+    /// A link only NetworkManager calls metered, and a NetworkManager slow to say so at start:
+    /// syncd waits for its first reading before the feeds start, so the backfill never begins.
+    @Test(.enabled(if: NetworkManagerOracle.isAvailable || Privileges.isCI, "needs dbus-daemon, python3-dbus and python3-gi"))
+    func networkManagersCostHoldsTheBackfillFromTheStart() async throws {
+        try Privileges.requireRoot()
+        try await withTestBus { bus in
+            let networkManager = try await FakeNetworkManager.start(on: bus, devices: ["veth-c": "1"], slow: .milliseconds(500))
+            do {
+                let rig = try await Rig(initialItems: 2000, environment: ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)"])
+                try await rig.using { rig in
+                    let status = try await rig.waitForStatus("the first page loaded, the backfill held by NetworkManager's cost") { s in
+                        guard let feed = s.feeds.first else { return false }
+                        return feed.initial.phase == .loaded && feed.older.held?.reason == .meteredLink
+                    }
+                    guard case .online(_, _, _, let cost)? = status.feeds.first?.connectivity else {
+                        Issue.record("not online: \(status)")
+                        return
+                    }
+                    #expect(cost == LinkCostAssessment(.metered, source: .networkManager, detail: "Metered=yes"))
+                    #expect(try await rig.requestCount() == 1, "only the first page: the backfill never began")
+                    #expect(status.feeds.first?.itemCount == 50)
+                }
+            } catch {
+                await networkManager.stop()
+                throw error
+            }
+            await networkManager.stop()
         }
     }
 }

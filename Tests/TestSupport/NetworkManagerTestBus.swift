@@ -1,15 +1,14 @@
 import Foundation
-import LinkCost
-import Logging
+import NetlinkProbe
 import Synchronization
-import TestSupport
 
 /// A private `dbus-daemon` for one test: its own socket in a temporary directory, a policy that allows
 /// everything, stopped by ``stop()`` (and killed when released without it).
-final class TestBus: Sendable {
+public final class TestBus: Sendable {
     /// The address to give the watcher and the fake NetworkManager.
-    let address: String
-    let directory: TemporaryDirectory
+    public let address: String
+    /// Where its socket, configuration and logs are.
+    public let directory: TemporaryDirectory
     private let daemon: SpawnedProcess
     private let instances = Atomic<Int>(0)
 
@@ -20,7 +19,7 @@ final class TestBus: Sendable {
     }
 
     /// Starts a dbus-daemon and returns once it listens.
-    static func start() async throws -> TestBus {
+    public static func start() async throws -> TestBus {
         let directory = try TemporaryDirectory(prefix: "nm-bus")
         let socket = directory.file("bus")
         let config = directory.file("bus.conf")
@@ -57,17 +56,17 @@ final class TestBus: Sendable {
     }
 
     /// A fresh log file name in the bus's directory, for the `n`-th fake NetworkManager.
-    func nextLogPath(_ name: String) -> String {
+    public func nextLogPath(_ name: String) -> String {
         directory.file("\(name)-\(instances.add(1, ordering: .relaxed).newValue).log")
     }
 
     /// Stops the daemon (SIGTERM, then SIGKILL after the hang guard); returns its exit status.
     @discardableResult
-    func stop() async -> Int32 { await daemon.stop() }
+    public func stop() async -> Int32 { await daemon.stop() }
 }
 
 /// Runs `body` with a private bus, stopped on every path.
-func withTestBus<T: Sendable>(_ body: (TestBus) async throws -> T) async throws -> T {
+public func withTestBus<T: Sendable>(_ body: (TestBus) async throws -> T) async throws -> T {
     let bus = try await TestBus.start()
     do {
         let result = try await body(bus)
@@ -81,7 +80,7 @@ func withTestBus<T: Sendable>(_ body: (TestBus) async throws -> T) async throws 
 
 /// `Oracle/fake_networkmanager.py` on a test bus: a stand-in NetworkManager in Python (python3-dbus) that
 /// shares no code with the watcher. Driven through its standard input, one command at a time.
-final class FakeNetworkManager: Sendable {
+public final class FakeNetworkManager: Sendable {
     private let process: SpawnedProcess
     private let sent = Mutex(0)
 
@@ -91,9 +90,11 @@ final class FakeNetworkManager: Sendable {
 
     /// Starts the fake with `devices` (interface name, `Metered` as the script takes it: a number, or
     /// `s:TEXT` for a wrong-typed string) and returns once it owns `org.freedesktop.NetworkManager`.
-    static func start(on bus: TestBus, devices: KeyValuePairs<String, String> = [:]) async throws -> FakeNetworkManager {
+    /// With `slow`, each device's properties are answered that late, as by a NetworkManager busy at boot.
+    public static func start(on bus: TestBus, devices: KeyValuePairs<String, String> = [:], slow: Duration = .zero) async throws -> FakeNetworkManager {
         let python = try await NetworkManagerOracle.python()
-        let arguments = [python, NetworkManagerOracle.script, bus.address] + devices.map { "\($0.key)=\($0.value)" }
+        let delay = slow > .zero ? ["--slow=\(Double(slow.components.seconds) + Double(slow.components.attoseconds) / 1e18)"] : []
+        let arguments = [python, NetworkManagerOracle.script, bus.address] + delay + devices.map { "\($0.key)=\($0.value)" }
         let process = try SpawnedProcess(arguments, logPath: bus.nextLogPath("fake-networkmanager"), input: true)
         do {
             try await waitUntil("the fake NetworkManager owns org.freedesktop.NetworkManager") {
@@ -111,7 +112,7 @@ final class FakeNetworkManager: Sendable {
 
     /// Sends one command (`add wlan0 2`, `set wlan0 1`, `remove wlan0`, …) and returns once the fake has
     /// obeyed it: its signals are on the bus by then.
-    func send(_ command: String) async throws {
+    public func send(_ command: String) async throws {
         let count = sent.withLock { sent in
             sent += 1
             return sent
@@ -128,28 +129,29 @@ final class FakeNetworkManager: Sendable {
     }
 
     /// Tells the fake to leave the bus and returns once it has exited.
-    func quit() async throws {
+    public func quit() async throws {
         try process.write("quit\n")
         try await waitUntil("the fake NetworkManager has exited after `quit`") { process.hasExited }
     }
 
     /// Stops the fake (SIGTERM) unless it has exited.
-    func stop() async { await process.stop() }
+    public func stop() async { await process.stop() }
 
     /// What the fake wrote.
-    var output: String { process.output }
+    public var output: String { process.output }
 }
 
 /// Where the fake NetworkManager is and what runs it.
-enum NetworkManagerOracle {
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+public enum NetworkManagerOracle {
+    /// The script.
+    public static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Oracle/fake_networkmanager.py").path
 
     private static let probe = "import sys, dbus, dbus.mainloop.glib; from gi.repository import GLib; print(sys.executable)"
 
     /// The first Python that has python3-dbus and python3-gi: Debian's own, whose packages they are,
     /// before whatever `python3` is first on the PATH (a pyenv build has neither).
-    static func python() async throws -> String {
+    public static func python() async throws -> String {
         for candidate in ["/usr/bin/python3", "python3"] {
             let output = (try? await runCommand([candidate, "-c", probe], allowFailure: true)) ?? ""
             let path = output.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -160,7 +162,7 @@ enum NetworkManagerOracle {
 
     /// Whether the tests can run here: dbus-daemon and a Python with the modules. Under CI they run
     /// regardless, and fail saying what is missing.
-    static let isAvailable: Bool = {
+    public static let isAvailable: Bool = {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
             || ((try? runCommand(["sh", "-c", "command -v dbus-daemon"], allowFailure: true)) ?? "").isEmpty == false
         else { return false }
@@ -173,48 +175,12 @@ enum NetworkManagerOracle {
 }
 
 /// Something a test needs did not start.
-struct TestSetupFailed: Error, CustomStringConvertible {
-    var description: String
-}
+public struct TestSetupFailed: Error, CustomStringConvertible {
+    /// What did not start, and what it said.
+    public var description: String
 
-/// Log messages a watcher wrote, for tests that check what it said.
-final class RecordedLog: Sendable {
-    private let entries = Mutex<[(level: Logger.Level, message: String)]>([])
-
-    /// A logger (at debug level) that records here.
-    var logger: Logger {
-        var logger = Logger(label: "test.networkmanager") { _ in RecordingLogHandler(log: self) }
-        logger.logLevel = .debug
-        return logger
-    }
-
-    func record(_ level: Logger.Level, _ message: String) {
-        entries.withLock { $0.append((level, message)) }
-    }
-
-    /// Messages logged at `level`, oldest first.
-    func messages(at level: Logger.Level) -> [String] {
-        entries.withLock { $0.filter { $0.level == level }.map(\.message) }
-    }
-
-    /// Every message, oldest first, for failure messages.
-    var all: [String] { entries.withLock { $0.map { "\($0.level): \($0.message)" } } }
-}
-
-private struct RecordingLogHandler: LogHandler {
-    let log: RecordedLog
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .debug
-    var metadataProvider: Logger.MetadataProvider?
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        log.record(event.level, event.message.description)
-    }
+    /// A failure described by `description`.
+    public init(description: String) { self.description = description }
 }
 
 /// A program started with `posix_spawn`, its output in a log file, its standard input (when asked for) a
@@ -223,15 +189,19 @@ private struct RecordingLogHandler: LogHandler {
 /// Not `ChildProcess`, whose standard input is /dev/null. A socket rather than a pipe so that a write
 /// to a child that died fails with EPIPE (`MSG_NOSIGNAL`) instead of killing the test process with
 /// SIGPIPE. Reaped here with `waitpid`, never by Foundation, which knows nothing of it.
-final class SpawnedProcess: Sendable {
-    let pid: pid_t
-    let logPath: String
+public final class SpawnedProcess: Sendable {
+    /// The program's process id.
+    public let pid: pid_t
+    /// Where its output goes.
+    public let logPath: String
     /// Our end of the child's standard input, -1 when it has none or it is closed.
     private let input: Mutex<Int32>
     /// The exit status once reaped: after that the pid is never signalled (it may be reused).
     private let status = Mutex<Int32?>(nil)
 
-    init(_ arguments: [String], logPath: String, input wantsInput: Bool) throws {
+    /// Starts `arguments` (looked up on the PATH) with its output in `logPath` and, when
+    /// `wantsInput`, a standard input that ``write(_:)`` feeds.
+    public init(_ arguments: [String], logPath: String, input wantsInput: Bool) throws {
         let log = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard log >= 0 else { throw TestSetupFailed(description: "cannot create \(logPath): \(String(cString: strerror(errno)))") }
         defer { close(log) }
@@ -278,13 +248,13 @@ final class SpawnedProcess: Sendable {
     }
 
     /// What the program wrote so far.
-    var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Whether the program has ended (it is reaped then).
-    var hasExited: Bool { reapIfExited() != nil }
+    public var hasExited: Bool { reapIfExited() != nil }
 
     /// Writes `text` to the program's standard input.
-    func write(_ text: String) throws {
+    public func write(_ text: String) throws {
         try input.withLock { fd in
             var bytes = Array(text.utf8)[...]
             while !bytes.isEmpty {
@@ -301,7 +271,7 @@ final class SpawnedProcess: Sendable {
     /// Sends `signal` unless the program has ended, waits (bounded) for it to end, SIGKILLs it when it
     /// has not; returns its exit status (128 + signal when killed).
     @discardableResult
-    func stop(signal: Int32 = SIGTERM, timeout: Duration = hangGuard) async -> Int32 {
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = hangGuard) async -> Int32 {
         if let status = reapIfExited() { return status }
         signalUnlessReaped(signal)
         let deadline = ContinuousClock.now + timeout

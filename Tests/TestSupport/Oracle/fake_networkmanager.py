@@ -23,6 +23,7 @@ NAME and NEW may use Python's backslash escapes (`eth\\x01`), for names no kerne
 
 import os
 import sys
+import time
 
 import dbus
 import dbus.mainloop.glib
@@ -76,6 +77,8 @@ class Device(dbus.service.Object):
 
     @dbus.service.method(PROPERTIES, in_signature="s", out_signature="a{sv}")
     def GetAll(self, interface):
+        # A NetworkManager busy at boot: each device's answer takes this long.
+        time.sleep(SLOW[0])
         if interface != DEVICE:
             return dbus.Dictionary({}, signature="sv")
         return dbus.Dictionary(self.properties, signature="sv")
@@ -156,13 +159,19 @@ class Manager(dbus.service.Object):
         pass
 
 
+SLOW = [0.0]
+
+
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: fake_networkmanager.py BUS_ADDRESS [NAME=METERED ...]")
+        sys.exit("usage: fake_networkmanager.py BUS_ADDRESS [--slow=SECONDS] [NAME=METERED ...]")
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     connection = dbus.bus.BusConnection(sys.argv[1])
     manager = Manager(connection)
-    for argument in sys.argv[2:]:
+    arguments = sys.argv[2:]
+    if arguments and arguments[0].startswith("--slow="):
+        SLOW[0] = float(arguments.pop(0)[len("--slow="):])
+    for argument in arguments:
         name, _, metered = argument.partition("=")
         manager.add(unescape(name), metered_value(metered), announce=False)
     # Held for as long as the process runs: the name goes with the object.
