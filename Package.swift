@@ -277,7 +277,7 @@ let package = Package(
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "SyncDaemon", "CMalloc", "CSQLiteConfig", "CSocket", "EventLoopExecutor",
+                "SyncDaemon", "SyncStore", "CMalloc", "CSQLiteConfig", "CSocket", "EventLoopExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -423,11 +423,37 @@ public struct SyncDaemonService: Service {
     /// item table in backfill order: ~3.6 s per million items) and must neither hold an event loop
     /// nor run into systemd's start timeout: while it lasts, systemd hears every second that the
     /// start goes on, and why.
+    /// Opens the store; a damaged one is moved aside (kept for inspection) and a new one made in
+    /// its place, to be filled from the servers again.
+    ///
+    /// - Throws: ``StoreFault`` when no store can be used there (logged, in words, as critical).
     private func openStore() async throws -> SQLiteFeedStore {
+        do {
+            return try await openStoreOnce()
+        } catch let fault as StoreFault where fault.kind == .damaged {
+            let moved: String
+            do {
+                moved = try SQLiteFeedStore.moveAside(fault.path)
+            } catch {
+                logger.critical("\(fault), and it cannot be moved aside: \(error)")
+                throw fault
+            }
+            logger.error("\(fault): moved to \(moved); a new store is loaded from the servers")
+            logger.debug("the damaged store's open failed", metadata: ["sqlite": "\(fault.detail)"])
+            notifier.notify("STATUS=store damaged, moved to \(moved); starting anew")
+            return try await openStoreOnce()
+        }
+    }
+
+    private func openStoreOnce() async throws -> SQLiteFeedStore {
         let path = configuration.storePath
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            } catch {
+                throw StoreFault.classify(error, path: path)
+            }
             // Retention never goes below the rows the presentation shows.
             var retention: [String: SQLiteFeedStore.Retention] = [:]
             for feed in configuration.feeds where feed.keepItems != nil || feed.keepAge != nil {
@@ -457,6 +483,12 @@ public struct SyncDaemonService: Service {
                 }
                 throw CancellationError()
             }
+        } catch let fault as StoreFault {
+            if fault.kind != .damaged {
+                logger.critical("\(fault)")
+                logger.debug("the store's open failed", metadata: ["sqlite": "\(fault.detail)"])
+            }
+            throw fault
         } catch {
             logger.critical("cannot open the store", metadata: ["path": "\(configuration.storePath)", "error": "\(error)"])
             throw error

@@ -64,6 +64,8 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
+    /// - Throws: ``StoreFault``, saying in words why the store cannot be used (a read-only
+    ///   filesystem, a full disk, a file that is not a database, a damaged one, …).
     /// - Parameters:
     ///   - path: the database file; its directory must exist.
     ///   - retention: per feed, how many items to keep; feeds not named keep everything.
@@ -96,12 +98,33 @@ public struct SQLiteFeedStore: FeedStore {
             try db.execute(sql: "PRAGMA journal_size_limit = \(4 << 20)")
         }
         self.path = path
-        self.pool = try DatabasePool(path: path, configuration: configuration)
+        do {
+            self.pool = try DatabasePool(path: path, configuration: configuration)
+            try Schema.migrator.migrate(pool)
+        } catch {
+            throw StoreFault.classify(error, path: path)
+        }
         self.commitHook = commitHook
         self.retention = retention
         self.scheduling = scheduling
         self.checkpointer = Checkpointer(path: path, limits: checkpoints, scheduling: scheduling)
-        try Schema.migrator.migrate(pool)
+    }
+
+    /// Moves a damaged store at `path` (and its write-ahead log and shared-memory files) aside, to
+    /// `<path>.corrupt-<UTC time>`, so that a new store can be made in its place while the old one
+    /// is kept for inspection. Returns the new path of the database file.
+    public static func moveAside(_ path: String, at date: Date = Date()) throws -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let target = "\(path).corrupt-\(formatter.string(from: date))"
+        // The log and shared memory first: a database file without them is still whole.
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.moveItem(atPath: path + suffix, toPath: target + suffix)
+        }
+        try FileManager.default.moveItem(atPath: path, toPath: target)
+        return target
     }
 
     /// The stored cursors and state of `feed`, read without blocking the writer.

@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import SyncDaemon
+import SyncStore
 
 /// The entry point: caps malloc's arenas and puts Swift Concurrency's global executor on
 /// SwiftNIO's singleton event loops before any task runs, then runs the command.
@@ -109,6 +110,17 @@ struct Syncd: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         ))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch let fault as StoreFault {
+            // Said in the journal already; stderr too, for a run by hand. No restart helps until
+            // someone acts, so the unit does not restart on this status.
+            FileHandle.standardError.write(Data("syncd: \(fault)\n".utf8))
+            throw ExitCode(Self.unusableStore)
+        }
     }
+
+    /// The exit status when the store cannot be used (EX_CANTCREAT); the unit's
+    /// RestartPreventExitStatus names it.
+    static let unusableStore: Int32 = 73
 }

@@ -59,6 +59,8 @@ struct SystemdUnitTests {
             "Type=notify", "WatchdogSec=", "StateDirectory=syncd", "RuntimeDirectory=syncd", "User=syncd",
             "ProtectSystem=strict", "RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6",
             "SystemCallFilter=@system-service", "CapabilityBoundingSet=\n", "ExecStart=/usr/local/bin/syncd",
+            // syncd's statuses that a restart does not cure: a bad configuration, an unusable store.
+            "RestartPreventExitStatus=78 73",
         ] {
             #expect(text.contains(setting), "\(setting)")
         }
