@@ -6,7 +6,7 @@ extension SQLiteFeedStore {
     /// `nil`). Keyset paging: cost does not grow with depth, and pages stay stable while newer
     /// items arrive. Returns `nil` when `after` is not an item of the feed.
     public func items(feed: String, after: String?, limit: Int) async throws -> [FeedItem]? {
-        try await pool.read { db in
+        try await read { db in
             var bound = Int64.max
             if let after {
                 guard let position = try Int64.fetchOne(db, sql: "SELECT position FROM item WHERE feed = ? AND id = ?", arguments: [feed, after]) else {

@@ -129,7 +129,7 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// The stored cursors and state of `feed`, read without blocking the writer.
     public func load(feed: String) async throws -> PersistedFeed {
-        try await pool.read { db in try Self.persisted(db, feed: feed) }
+        try await read { db in try Self.persisted(db, feed: feed) }
     }
 
     /// Writes the page's new items, its cursors and end flag, and any retention cut in one transaction.
@@ -172,12 +172,34 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     /// A commit's write transaction, on a thread scheduled as ``CommitScheduling`` says.
+    ///
+    /// - Throws: ``StoreFault`` in words (a full disk, a read-only filesystem, damaged pages).
     private func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let scheduling = scheduling, checkpointer = checkpointer
-        return try await pool.writeWithoutTransaction { db in
-            if scheduling == .throughput { WriterScheduling.makeThroughputWork() }
-            return try Self.transaction(db, checkpointer: checkpointer, body)
+        do {
+            return try await pool.writeWithoutTransaction { db in
+                if scheduling == .throughput { WriterScheduling.makeThroughputWork() }
+                return try Self.transaction(db, checkpointer: checkpointer, body)
+            }
+        } catch {
+            throw fault(error)
         }
+    }
+
+    /// A read that does not block the writer.
+    ///
+    /// - Throws: ``StoreFault`` in words (damaged pages, an I/O error).
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.read(body)
+        } catch {
+            throw fault(error)
+        }
+    }
+
+    /// `error` as a ``StoreFault`` of this store; cancellation stays what it is.
+    private func fault(_ error: any Error) -> any Error {
+        error is CancellationError ? error : StoreFault.classify(error, path: path)
     }
 
     /// `body` in a transaction, as GRDB's `write` runs it; then the checkpointer hears how much
@@ -217,7 +239,7 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Stored items of `feed`, newest first, as the server sent them; a negative offset or limit counts as 0.
     public func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: "SELECT id, payload FROM item WHERE feed = ? ORDER BY position DESC LIMIT ? OFFSET ?",
@@ -228,7 +250,7 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// The usage last recorded for `feed`, read without blocking the writer.
     public func meteredUsage(feed: String) async throws -> MeteredUsage? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT day, bytes FROM metered_usage WHERE feed = ?", arguments: [feed])
                 .map { MeteredUsage(day: $0["day"], bytes: $0["bytes"]) }
         }
@@ -282,7 +304,7 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Every feed stored, by identifier.
     public func feeds() async throws -> [String] {
-        try await pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM feed ORDER BY id") }
+        try await read { db in try String.fetchAll(db, sql: "SELECT id FROM feed ORDER BY id") }
     }
 
     // MARK: Transactions

@@ -1,4 +1,5 @@
 import Foundation
+import SyncCore
 import SyncStore
 import Testing
 import TestSupport
@@ -52,6 +53,39 @@ import TestSupport
         let fault = try #require(openFault(path))
         #expect(fault.kind == .noDirectory, "\(fault.detail)")
         #expect(fault.description == "the store's directory \(dir.file("gone")) does not exist: create it, or set [daemon] store elsewhere")
+    }
+
+    /// A commit on a device that fills up while the store runs: the page is refused in words,
+    /// and what was stored before stays readable.
+    @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+    func aCommitOnAFullDiskSaysSo() async throws {
+        try Privileges.requireRoot()
+        let dir = try TemporaryDirectory()
+        let mount = dir.file("small")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
+        try await runCommand(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mount])
+        do {
+            let path = "\(mount)/store.sqlite"
+            let store = try SQLiteFeedStore(path: path)
+            let first = FeedPage(items: [FeedItem(id: "1", payload: Data("{\"id\":1}".utf8))], olderCursor: "c1", newerCursor: "n1")
+            _ = try await store.commit(feed: "home", direction: .initial, page: first, at: Date())
+            _ = try? await runCommand(["dd", "if=/dev/zero", "of=\(mount)/fill", "bs=4k", "count=1024"], allowFailure: true)
+            let big = FeedPage(
+                items: (2..<400).map { FeedItem(id: "\($0)", payload: Data(repeating: UInt8(ascii: "x"), count: 2000)) },
+                olderCursor: "c2", newerCursor: nil)
+            do {
+                _ = try await store.commit(feed: "home", direction: .older, pages: [big], at: Date())
+                Issue.record("a commit of 800 kB went into a full 256 kB filesystem")
+            } catch let fault as StoreFault {
+                #expect(fault.kind == .diskFull, "\(fault.detail)")
+                #expect(fault.description.hasPrefix("no space left on the device of the store \(path)"))
+            }
+            #expect(try await store.items(feed: "home", offset: 0, limit: 10).map(\.id) == ["1"])
+        } catch {
+            try? await runCommand(["umount", mount])
+            throw error
+        }
+        try await runCommand(["umount", mount])
     }
 
     @Test func everyKindSaysThePathAndNoSQL() {
