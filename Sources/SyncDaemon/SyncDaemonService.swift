@@ -212,6 +212,21 @@ public struct SyncDaemonService: Service {
                 serviceName: "metrics textfile"))
         }
         let store = store
+        // A store found damaged while running stays so: syncd stops with a status the unit
+        // restarts on, and the next start moves the store aside and loads the feeds again.
+        let (damage, damaged) = AsyncStream<StoreFault>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        store.whenDamaged { damaged.yield($0) }
+        let notifier = notifier
+        parts.append(.init(
+            service: UntilShutdown {
+                for await fault in damage {
+                    logger.critical("\(fault), found while running: syncd stops; its next start moves the store aside and loads the feeds again")
+                    notifier.notify("STATUS=store damaged: \(fault.path)")
+                    throw fault
+                }
+            },
+            serviceName: "store damage"
+        ))
         parts.append(.init(
             service: UntilShutdown {
                 await QuietRelease(quiet: Self.releaseAfter, clock: clock) { await Self.releaseMemory(store) }
@@ -435,8 +450,9 @@ public struct SyncDaemonService: Service {
             do {
                 moved = try SQLiteFeedStore.moveAside(fault.path)
             } catch {
-                logger.critical("\(fault), and it cannot be moved aside: \(error)")
-                throw fault
+                let stuck = StoreFault(.other, path: fault.path, detail: "it is damaged and cannot be moved aside (\(error)): move it away by hand")
+                logger.critical("\(stuck)")
+                throw stuck
             }
             logger.error("\(fault): moved to \(moved); a new store is loaded from the servers")
             logger.debug("the damaged store's open failed", metadata: ["sqlite": "\(fault.detail)"])

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import SyncCore
+import Synchronization
 
 /// A ``FeedStore`` in an SQLite file in WAL mode (a GRDB `DatabasePool`: one writer, readers that
 /// never block it).
@@ -61,6 +62,7 @@ public struct SQLiteFeedStore: FeedStore {
     private let retention: [String: Retention]
     private let scheduling: CommitScheduling
     private let checkpointer: Checkpointer
+    private let damage = DamageReport()
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
@@ -70,8 +72,12 @@ public struct SQLiteFeedStore: FeedStore {
     ///   - path: the database file; its directory must exist.
     ///   - retention: per feed, how many items to keep; feeds not named keep everything.
     ///   - scheduling: how the threads that run commits are scheduled.
-    public init(path: String, retention: [String: Retention] = [:], scheduling: CommitScheduling = .unchanged) throws {
-        try self.init(path: path, commitHook: nil, retention: retention, scheduling: scheduling)
+    ///   - checkIntegrity: whether SQLite's `quick_check` runs before the store is used, so a
+    ///     store damaged while it was closed is refused (``StoreFault/Kind/damaged``) instead of
+    ///     failing later, in the middle of a client's read. It reads the whole file, and costs
+    ///     about what reading it does (BENCHMARKS.md, "Store integrity check").
+    public init(path: String, retention: [String: Retention] = [:], scheduling: CommitScheduling = .unchanged, checkIntegrity: Bool = true) throws {
+        try self.init(path: path, commitHook: nil, retention: retention, scheduling: scheduling, checkIntegrity: checkIntegrity)
     }
 
     /// ``init(path:retention:scheduling:)`` with `commitHook` called inside each commit's
@@ -79,7 +85,7 @@ public struct SQLiteFeedStore: FeedStore {
     /// and with the write-ahead log's checkpoints at other `checkpoints` limits.
     package init(
         path: String, commitHook: (@Sendable (CommitStage) -> Void)?, retention: [String: Retention] = [:],
-        scheduling: CommitScheduling = .unchanged, checkpoints: Checkpointer.Limits = .default
+        scheduling: CommitScheduling = .unchanged, checkpoints: Checkpointer.Limits = .default, checkIntegrity: Bool = true
     ) throws {
         var configuration = Configuration()
         // Another process (syncctl, a test) may hold the file briefly; wait rather than fail.
@@ -100,6 +106,13 @@ public struct SQLiteFeedStore: FeedStore {
         self.path = path
         do {
             self.pool = try DatabasePool(path: path, configuration: configuration)
+            if checkIntegrity {
+                // Before the migrations, which would write into damaged pages.
+                let problems = try pool.read { try String.fetchAll($0, sql: "PRAGMA quick_check(3)") }
+                if problems != ["ok"] {
+                    throw StoreFault(.damaged, path: path, detail: "quick_check: " + problems.joined(separator: "; "))
+                }
+            }
             try Schema.migrator.migrate(pool)
         } catch {
             throw StoreFault.classify(error, path: path)
@@ -197,9 +210,21 @@ public struct SQLiteFeedStore: FeedStore {
         }
     }
 
-    /// `error` as a ``StoreFault`` of this store; cancellation stays what it is.
+    /// `error` as a ``StoreFault`` of this store; cancellation stays what it is. Damage is
+    /// reported to ``whenDamaged(_:)``'s handler.
     private func fault(_ error: any Error) -> any Error {
-        error is CancellationError ? error : StoreFault.classify(error, path: path)
+        guard !(error is CancellationError) else { return error }
+        let fault = StoreFault.classify(error, path: path)
+        if fault.kind == .damaged { damage.report(fault) }
+        return fault
+    }
+
+    /// Calls `handler`, once, when a commit or read of this store (or of a copy of it) finds its
+    /// pages damaged (at once when one did already): a store damaged while open stays so, and its
+    /// owner decides what to do (syncd stops, and its next start moves the store aside). Replaces
+    /// any handler set before.
+    public func whenDamaged(_ handler: @escaping @Sendable (StoreFault) -> Void) {
+        damage.setHandler(handler)
     }
 
     /// `body` in a transaction, as GRDB's `write` runs it; then the checkpointer hears how much
@@ -532,4 +557,37 @@ public struct SQLiteFeedStore: FeedStore {
 
     static let insertOneSQL = insertSQL(rows: 1)
     static let insertManySQL = insertSQL(rows: rowsPerInsert)
+}
+
+/// Where a store's first damage goes, shared by the copies of a store; damage found before a
+/// handler is set goes to the handler when it is.
+private final class DamageReport: Sendable {
+    private struct State {
+        var handler: (@Sendable (StoreFault) -> Void)?
+        var fault: StoreFault?
+        var told = false
+    }
+
+    private let state = Mutex(State())
+
+    func report(_ fault: StoreFault) {
+        let handler = state.withLock { state -> (@Sendable (StoreFault) -> Void)? in
+            guard state.fault == nil else { return nil }
+            state.fault = fault
+            guard let handler = state.handler else { return nil }
+            state.told = true
+            return handler
+        }
+        handler?(fault)
+    }
+
+    func setHandler(_ handler: @escaping @Sendable (StoreFault) -> Void) {
+        let pending = state.withLock { state -> StoreFault? in
+            state.handler = handler
+            guard let fault = state.fault, !state.told else { return nil }
+            state.told = true
+            return fault
+        }
+        if let pending { handler(pending) }
+    }
 }

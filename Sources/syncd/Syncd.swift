@@ -113,14 +113,16 @@ struct Syncd: AsyncParsableCommand {
         do {
             try await group.run()
         } catch let fault as StoreFault {
-            // Said in the journal already; stderr too, for a run by hand. No restart helps until
-            // someone acts, so the unit does not restart on this status.
+            // Said in the journal already; stderr too, for a run by hand.
             FileHandle.standardError.write(Data("syncd: \(fault)\n".utf8))
-            throw ExitCode(Self.unusableStore)
+            throw ExitCode(fault.kind == .damaged ? Self.damagedStore : Self.unusableStore)
         }
     }
 
-    /// The exit status when the store cannot be used (EX_CANTCREAT); the unit's
-    /// RestartPreventExitStatus names it.
+    /// The exit status when the store cannot be used (EX_CANTCREAT): no restart helps until
+    /// someone acts, and the unit's RestartPreventExitStatus names it.
     static let unusableStore: Int32 = 73
+    /// The exit status when the store was found damaged while running (EX_IOERR): the unit
+    /// restarts syncd, whose start moves the store aside.
+    static let damagedStore: Int32 = 74
 }

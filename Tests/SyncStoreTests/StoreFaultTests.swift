@@ -1,6 +1,7 @@
 import Foundation
 import SyncCore
 import SyncStore
+import Synchronization
 import Testing
 import TestSupport
 
@@ -45,6 +46,41 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
         let fresh = try SQLiteFeedStore(path: path)
         #expect(try await fresh.meteredUsage(feed: "home") == nil)
+    }
+
+    /// The case: five pages in the middle of a synced store overwritten while it was
+    /// closed. Without the check, opening succeeded and only a read deep in the feed failed.
+    @Test func pagesOverwrittenInTheMiddleAreFoundAtOpen() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("store.sqlite")
+        do {
+            let store = try SQLiteFeedStore(path: path)
+            let page = FeedPage(
+                items: (0..<3000).map { FeedItem(id: String(format: "%05d", 3000 - $0), payload: Data(repeating: UInt8(ascii: "a"), count: 200)) },
+                olderCursor: nil, newerCursor: "n")
+            _ = try await store.commit(feed: "home", direction: .initial, page: page, at: Date())
+            await store.releaseMemory()
+        }
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(size > 100 * 4096, "a store of \(size) bytes")
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: UInt64(size / 2 / 4096 * 4096))
+        try handle.write(contentsOf: Data((0..<(5 * 4096)).map { UInt8(truncatingIfNeeded: $0 &* 7919) }))
+        try handle.close()
+
+        let fault = try #require(openFault(path))
+        #expect(fault.kind == .damaged)
+        #expect(fault.detail.hasPrefix("quick_check: "), "\(fault.detail)")
+        // Unchecked, it opens, and the damage waits for whoever reads that far; the store's owner
+        // hears of it once, also when it asks after the fact.
+        let unchecked = try SQLiteFeedStore(path: path, checkIntegrity: false)
+        let heard = Mutex<[StoreFault]>([])
+        await #expect(throws: StoreFault.self) { _ = try await unchecked.items(feed: "home", offset: 0, limit: 3000) }
+        await #expect(throws: StoreFault.self) { _ = try await unchecked.items(feed: "home", offset: 0, limit: 3000) }
+        unchecked.whenDamaged { fault in heard.withLock { $0.append(fault) } }
+        #expect(heard.withLock { $0.map(\.kind) } == [.damaged])
+        await #expect(throws: StoreFault.self) { _ = try await unchecked.items(feed: "home", offset: 0, limit: 3000) }
+        #expect(heard.withLock { $0.count } == 1)
     }
 
     @Test func aMissingDirectory() throws {

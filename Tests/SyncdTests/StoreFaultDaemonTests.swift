@@ -127,3 +127,98 @@ struct StoreFaultDaemonTests {
         #expect(await daemon.stop() == 0, "\(daemon.output)")
     }
 }
+
+/// A store damaged while syncd was stopped, and one damaged while it runs, against the demo
+/// feed server in a namespace: the next start moves it aside and the feed is loaded again to the
+/// server's count.
+@Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+struct StoreDamageDaemonTests {
+    typealias Rig = EndToEndTests.Rig
+
+    /// Overwrites five of the items' pages from the middle of the database file with bytes no
+    /// page has; SQLite's dbstat (through Python's sqlite3) says which pages hold items, so the
+    /// damage is to data, not to free pages.
+    static func damage(_ path: String) async throws {
+        try await runCommand(["python3", "-c", """
+            import sqlite3, sys
+            path = sys.argv[1]
+            # Whatever the log still holds goes into the file first, as syncd's own checkpoints
+            # put it there when it is quiet: the damage is then to pages SQLite reads.
+            db = sqlite3.connect(path)
+            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                sys.exit("the checkpoint was blocked: the damage would not reach what SQLite reads")
+            size = db.execute("PRAGMA page_size").fetchone()[0]
+            pages = [row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = 'item' AND pagetype = 'leaf' ORDER BY pageno")]
+            db.close()
+            middle = len(pages) // 2
+            with open(path, "r+b") as f:
+                for page in pages[middle:middle + 5]:
+                    f.seek((page - 1) * size)
+                    f.write(bytes((n * 7919) & 0xff for n in range(size)))
+            """, path])
+    }
+
+    static func start(_ rig: Rig, log: String) throws -> ChildProcess {
+        try ChildProcess(
+            ["ip", "netns", "exec", rig.topology.client.name, try BuildProducts.path("syncd"), "--config", rig.directory.file("syncd.toml")],
+            logPath: rig.directory.file(log))
+    }
+
+    @Test func aStoreDamagedWhileStoppedIsMovedAsideAndReloaded() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 3000)
+        try await rig.using { rig in
+            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 3000 && $0.feeds.first?.endReached == true }
+            #expect(await rig.daemon.stop() == 0, "\(rig.daemon.output)")
+            let store = rig.directory.file("syncd.sqlite")
+            try await Self.damage(store)
+
+            let restarted = try Self.start(rig, log: "syncd-restarted.log")
+            let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
+            try await waitUntil("the restarted syncd reloads the feed into a new store", interval: .milliseconds(100)) {
+                guard restarted.isRunning else { return true }
+                let feed = (try? await client.boundedStatus())?.feeds.first
+                return feed?.itemCount == 3000 && feed?.endReached == true
+            }
+            #expect(restarted.isRunning, "\(restarted.output)")
+            #expect(restarted.output.contains("the store \(store) is damaged (its database pages are malformed): moved to \(store).corrupt-"), "\(restarted.output)")
+            #expect(try await rig.storedIDs() == EndToEndTests.ids(1...3000), "the new store equals the server's feed")
+            #expect(await restarted.stop() == 0, "\(restarted.output)")
+        }
+    }
+
+    @Test func aStoreDamagedWhileRunningStopsSyncdAndTheNextStartReloadsIt() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 3000)
+        try await rig.using { rig in
+            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 3000 && $0.feeds.first?.endReached == true }
+            let store = rig.directory.file("syncd.sqlite")
+            // Once quiet, syncd copies its log into the file and empties it, and lets its page
+            // caches go: what is read next comes from the file.
+            try await waitUntil("syncd's quiet-time checkpoint empties the log") {
+                ((try? FileManager.default.attributesOfItem(atPath: store + "-wal")[.size] as? Int) ?? 0) == 0
+            }
+            try await Self.damage(store)
+            // A client reads the whole feed, as `syncctl items` does: the damaged pages are met.
+            let read = try? await rig.storedIDs()
+            #expect(read == nil, "a walk through damaged pages returned \(read?.count ?? 0) ids")
+            try await waitUntil("syncd stops after finding its store damaged") { !rig.daemon.isRunning }
+            #expect(await rig.daemon.stop() == 74, "EX_IOERR, which the unit restarts on: \(rig.daemon.output)")
+            #expect(rig.daemon.output.contains("the store \(store) is damaged (its database pages are malformed), found while running: syncd stops; its next start moves the store aside"), "\(rig.daemon.output)")
+            #expect(!rig.daemon.output.contains("SQLite error"), "\(rig.daemon.output)")
+
+            // What the unit does next: start it again.
+            let restarted = try Self.start(rig, log: "syncd-restarted.log")
+            let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
+            try await waitUntil("the restarted syncd reloads the feed into a new store", interval: .milliseconds(100)) {
+                guard restarted.isRunning else { return true }
+                let feed = (try? await client.boundedStatus())?.feeds.first
+                return feed?.itemCount == 3000 && feed?.endReached == true
+            }
+            #expect(restarted.output.contains("moved to \(store).corrupt-"), "\(restarted.output)")
+            #expect(try await rig.storedIDs() == EndToEndTests.ids(1...3000))
+            #expect(await restarted.stop() == 0, "\(restarted.output)")
+        }
+    }
+}
