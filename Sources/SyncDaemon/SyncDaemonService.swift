@@ -212,16 +212,18 @@ public struct SyncDaemonService: Service {
                 serviceName: "metrics textfile"))
         }
         let store = store
-        // A store found damaged while running stays so: syncd stops with a status the unit
-        // restarts on, and the next start moves the store aside and loads the feeds again.
+        // A store found damaged, deleted or replaced while running stays so: syncd stops with a
+        // status the unit restarts on, and the next start opens the path anew (moving a damaged
+        // store aside) and loads the feeds again.
         let (damage, damaged) = AsyncStream<StoreFault>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        store.whenDamaged { damaged.yield($0) }
+        store.whenUnusable { damaged.yield($0) }
         let notifier = notifier
         parts.append(.init(
             service: UntilShutdown {
                 for await fault in damage {
-                    logger.critical("\(fault), found while running: syncd stops; its next start moves the store aside and loads the feeds again")
-                    notifier.notify("STATUS=store damaged: \(fault.path)")
+                    let next = fault.kind == .damaged ? "moves the store aside and loads the feeds again" : "opens \(fault.path) anew"
+                    logger.critical("\(fault), found while running: syncd stops; its next start \(next)")
+                    notifier.notify("STATUS=store \(fault.kind.rawValue): \(fault.path)")
                     throw fault
                 }
             },

@@ -63,6 +63,8 @@ public struct SQLiteFeedStore: FeedStore {
     private let scheduling: CommitScheduling
     private let checkpointer: Checkpointer
     private let damage = DamageReport()
+    /// The device and inode of the database file as opened.
+    private let identity: FileIdentity?
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     ///
@@ -121,6 +123,7 @@ public struct SQLiteFeedStore: FeedStore {
         self.retention = retention
         self.scheduling = scheduling
         self.checkpointer = Checkpointer(path: path, limits: checkpoints, scheduling: scheduling)
+        self.identity = FileIdentity(path)
     }
 
     /// Moves a damaged store at `path` (and its write-ahead log and shared-memory files) aside, to
@@ -189,14 +192,21 @@ public struct SQLiteFeedStore: FeedStore {
     /// - Throws: ``StoreFault`` in words (a full disk, a read-only filesystem, damaged pages).
     private func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let scheduling = scheduling, checkpointer = checkpointer
+        let result: T
         do {
-            return try await pool.writeWithoutTransaction { db in
+            result = try await pool.writeWithoutTransaction { db in
                 if scheduling == .throughput { WriterScheduling.makeThroughputWork() }
                 return try Self.transaction(db, checkpointer: checkpointer, body)
             }
         } catch {
             throw fault(error)
         }
+        // Committed, but to the file that was opened: the path must still name it. One stat per
+        // commit, and nothing while idle.
+        if let identity, FileIdentity(path) != identity {
+            damage.report(StoreFault(.replaced, path: path, detail: "the path names \(FileIdentity(path).map { "\($0)" } ?? "nothing"); opened as \(identity)"))
+        }
+        return result
     }
 
     /// A read that does not block the writer.
@@ -211,7 +221,7 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     /// `error` as a ``StoreFault`` of this store; cancellation stays what it is. Damage is
-    /// reported to ``whenDamaged(_:)``'s handler.
+    /// reported to ``whenUnusable(_:)``'s handler.
     private func fault(_ error: any Error) -> any Error {
         guard !(error is CancellationError) else { return error }
         let fault = StoreFault.classify(error, path: path)
@@ -220,10 +230,11 @@ public struct SQLiteFeedStore: FeedStore {
     }
 
     /// Calls `handler`, once, when a commit or read of this store (or of a copy of it) finds its
-    /// pages damaged (at once when one did already): a store damaged while open stays so, and its
-    /// owner decides what to do (syncd stops, and its next start moves the store aside). Replaces
-    /// any handler set before.
-    public func whenDamaged(_ handler: @escaping @Sendable (StoreFault) -> Void) {
+    /// pages damaged, or a commit finds that the path no longer names the file it opened (deleted
+    /// or replaced): at once when one did already. Such a store stays so, and its owner decides
+    /// what to do (syncd stops; its next start opens the path anew, moving a damaged store aside).
+    /// Replaces any handler set before.
+    public func whenUnusable(_ handler: @escaping @Sendable (StoreFault) -> Void) {
         damage.setHandler(handler)
     }
 
@@ -590,4 +601,20 @@ private final class DamageReport: Sendable {
         }
         if let pending { handler(pending) }
     }
+}
+
+/// A file's device and inode: what tells the file a path names now from the one opened there.
+private struct FileIdentity: Sendable, Hashable, CustomStringConvertible {
+    let device: UInt64
+    let inode: UInt64
+
+    /// The file at `path` now; `nil` when there is none.
+    init?(_ path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    var description: String { "device \(device), inode \(inode)" }
 }

@@ -18,6 +18,9 @@ public struct StoreFault: Error, Sendable, Hashable, CustomStringConvertible {
         case notADatabase = "not a database"
         /// An SQLite database whose pages are damaged.
         case damaged
+        /// The store's path was deleted or names another file than the one open: what is written
+        /// goes to a file nobody will open again.
+        case replaced
         /// The device fails to read or write.
         case ioError = "I/O error"
         /// Anything else.
@@ -55,6 +58,8 @@ public struct StoreFault: Error, Sendable, Hashable, CustomStringConvertible {
             "\(path) is not an SQLite database (nor a store syncd wrote): set [daemon] store to another path, or move the file away to start an empty store"
         case .damaged:
             "the store \(path) is damaged (its database pages are malformed)"
+        case .replaced:
+            "the store \(path) was deleted or replaced while open (what is stored now goes to the old file)"
         case .ioError:
             "the device of the store \(path) fails to read or write (I/O error): check it (dmesg, smartctl)"
         case .other:

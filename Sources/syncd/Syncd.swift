@@ -115,14 +115,14 @@ struct Syncd: AsyncParsableCommand {
         } catch let fault as StoreFault {
             // Said in the journal already; stderr too, for a run by hand.
             FileHandle.standardError.write(Data("syncd: \(fault)\n".utf8))
-            throw ExitCode(fault.kind == .damaged ? Self.damagedStore : Self.unusableStore)
+            throw ExitCode([.damaged, .replaced].contains(fault.kind) ? Self.damagedStore : Self.unusableStore)
         }
     }
 
     /// The exit status when the store cannot be used (EX_CANTCREAT): no restart helps until
     /// someone acts, and the unit's RestartPreventExitStatus names it.
     static let unusableStore: Int32 = 73
-    /// The exit status when the store was found damaged while running (EX_IOERR): the unit
-    /// restarts syncd, whose start moves the store aside.
+    /// The exit status when the store was found damaged, deleted or replaced while running
+    /// (EX_IOERR): the unit restarts syncd, whose start opens the path anew.
     static let damagedStore: Int32 = 74
 }

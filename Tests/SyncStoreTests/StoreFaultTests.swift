@@ -77,10 +77,30 @@ import TestSupport
         let heard = Mutex<[StoreFault]>([])
         await #expect(throws: StoreFault.self) { _ = try await unchecked.items(feed: "home", offset: 0, limit: 3000) }
         await #expect(throws: StoreFault.self) { _ = try await unchecked.items(feed: "home", offset: 0, limit: 3000) }
-        unchecked.whenDamaged { fault in heard.withLock { $0.append(fault) } }
+        unchecked.whenUnusable { fault in heard.withLock { $0.append(fault) } }
         #expect(heard.withLock { $0.map(\.kind) } == [.damaged])
         await #expect(throws: StoreFault.self) { _ = try await unchecked.items(feed: "home", offset: 0, limit: 3000) }
         #expect(heard.withLock { $0.count } == 1)
+    }
+
+    /// A store deleted, then one replaced by another file, while open: the next commit lands in
+    /// the old file, and the owner hears of it.
+    @Test(arguments: [false, true])
+    func aStoreDeletedOrReplacedWhileOpenIsReported(replaced: Bool) async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("store.sqlite")
+        let store = try SQLiteFeedStore(path: path)
+        let heard = Mutex<[StoreFault]>([])
+        store.whenUnusable { fault in heard.withLock { $0.append(fault) } }
+        let page = FeedPage(items: [FeedItem(id: "1", payload: Data("{}".utf8))], olderCursor: nil, newerCursor: "n")
+        _ = try await store.commit(feed: "home", direction: .initial, page: page, at: Date())
+        #expect(heard.withLock { $0.isEmpty })
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        if replaced { try Data("another file".utf8).write(to: URL(fileURLWithPath: path)) }
+        _ = try await store.commit(feed: "home", direction: .newer, page: FeedPage(items: [], olderCursor: nil, newerCursor: "n2"), at: Date())
+        let faults = heard.withLock { $0 }
+        #expect(faults.map(\.kind) == [.replaced])
+        #expect(faults.first?.description == "the store \(path) was deleted or replaced while open (what is stored now goes to the old file)")
     }
 
     @Test func aMissingDirectory() throws {

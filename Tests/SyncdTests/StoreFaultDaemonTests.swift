@@ -221,4 +221,30 @@ struct StoreDamageDaemonTests {
             #expect(await restarted.stop() == 0, "\(restarted.output)")
         }
     }
+
+    @Test func aStoreDeletedWhileRunningStopsSyncdAtTheNextCommit() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 500)
+        try await rig.using { rig in
+            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 500 && $0.feeds.first?.endReached == true }
+            let store = rig.directory.file("syncd.sqlite")
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) }
+            // A refresh commits a page (empty: nothing is new), into the deleted file.
+            _ = try? await runCommand([try BuildProducts.path("syncctl"), "refresh", "--socket", rig.directory.file("io.syncd")])
+            try await waitUntil("syncd stops after its next commit went to a deleted file") { !rig.daemon.isRunning }
+            #expect(await rig.daemon.stop() == 74, "\(rig.daemon.output)")
+            #expect(rig.daemon.output.contains("the store \(store) was deleted or replaced while open (what is stored now goes to the old file), found while running: syncd stops; its next start opens \(store) anew"), "\(rig.daemon.output)")
+
+            let restarted = try Self.start(rig, log: "syncd-restarted.log")
+            let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
+            try await waitUntil("the restarted syncd loads the feed into a new store", interval: .milliseconds(100)) {
+                guard restarted.isRunning else { return true }
+                let feed = (try? await client.boundedStatus())?.feeds.first
+                return feed?.itemCount == 500 && feed?.endReached == true
+            }
+            #expect(FileManager.default.fileExists(atPath: store))
+            #expect(try await rig.storedIDs() == EndToEndTests.ids(1...500))
+            #expect(await restarted.stop() == 0, "\(restarted.output)")
+        }
+    }
 }
