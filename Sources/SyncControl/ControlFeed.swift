@@ -51,6 +51,45 @@ public struct ControlMeteredUsage: Sendable, Hashable, Codable {
     }
 }
 
+/// Why the store refuses what syncd writes, while it does.
+public struct ControlStoreProblem: Sendable, Hashable, Codable {
+    /// The condition.
+    public enum Kind: String, Sendable, Hashable, Codable {
+        /// The store's filesystem is mounted read-only.
+        case readOnlyFilesystem = "read_only_filesystem"
+        /// syncd may not write the store or its directory.
+        case permissionDenied = "permission_denied"
+        /// The store's directory does not exist.
+        case noDirectory = "no_directory"
+        /// The store's device is full.
+        case diskFull = "disk_full"
+        /// The file is not an SQLite database.
+        case notADatabase = "not_a_database"
+        /// The store's pages are damaged.
+        case damaged
+        /// The store was deleted or replaced while open.
+        case replaced
+        /// The device fails to read or write.
+        case ioError = "io_error"
+        /// Anything else.
+        case other
+    }
+
+    /// The condition.
+    public var kind: Kind
+    /// The store's path.
+    public var path: String
+    /// The condition, the path and what to do, in words.
+    public var message: String
+
+    /// A problem of `kind` with the store at `path`, said as `message`.
+    public init(kind: Kind, path: String, message: String) {
+        self.kind = kind
+        self.path = path
+        self.message = message
+    }
+}
+
 /// The state of one load direction of a feed (first load, older pages, newer items).
 public struct ControlDirection: Sendable, Hashable, Codable {
     /// Where a direction's loading stands: not run yet, in flight, failed, or done.
@@ -186,19 +225,21 @@ public struct ControlStatus: Sendable, Hashable, Codable {
     public var feeds: [ControlFeed]
     /// When syncd started; `nil` from a server that does not say.
     public var started: Date?
+    /// Present while the store refuses what syncd writes (its last write failed).
+    public var store: ControlStoreProblem?
 
     /// A status whose summary and banner are derived from the feeds' own connectivity.
-    public init(version: String, internet: ControlConnectivity? = nil, feeds: [ControlFeed], started: Date? = nil) {
+    public init(version: String, internet: ControlConnectivity? = nil, feeds: [ControlFeed], started: Date? = nil, store: ControlStoreProblem? = nil) {
         self.init(
             version: version, connectivity: ControlConnectivitySummary(feeds: feeds), internet: internet,
-            banner: ControlOfflineBanner(feeds: feeds), feeds: feeds, started: started
+            banner: ControlOfflineBanner(feeds: feeds), feeds: feeds, started: started, store: store
         )
     }
 
     /// A status with its summary and banner given.
     public init(
         version: String, connectivity: ControlConnectivitySummary, internet: ControlConnectivity? = nil,
-        banner: ControlOfflineBanner? = nil, feeds: [ControlFeed], started: Date? = nil
+        banner: ControlOfflineBanner? = nil, feeds: [ControlFeed], started: Date? = nil, store: ControlStoreProblem? = nil
     ) {
         self.version = version
         self.connectivity = connectivity
@@ -206,6 +247,7 @@ public struct ControlStatus: Sendable, Hashable, Codable {
         self.banner = banner
         self.feeds = feeds
         self.started = started
+        self.store = store
     }
 
     /// The feed called `name`, if configured.

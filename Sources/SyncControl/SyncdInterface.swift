@@ -170,6 +170,14 @@ public enum SyncdInterface {
       meteredUsage: ?MeteredUsage
     )
 
+    # Why the store refuses what syncd writes, while it does: the condition, the
+    # store's path, and in words what to do.
+    type StoreProblem (
+      kind: (read_only_filesystem, permission_denied, no_directory, disk_full, not_a_database, damaged, replaced, io_error, other),
+      path: string,
+      message: string
+    )
+
     type Status (
       version: string,
       # The feed hosts' reachability, summed over the feeds.
@@ -181,7 +189,9 @@ public enum SyncdInterface {
       banner: ?OfflineBanner,
       feeds: []Feed,
       # When syncd started.
-      started: ?string
+      started: ?string,
+      # Present while the store's last write failed.
+      store: ?StoreProblem
     )
 
     # A stored item: its id, a one-line summary and the JSON object the server sent.

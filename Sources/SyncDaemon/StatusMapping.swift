@@ -2,6 +2,7 @@ import ConnectivityPolicy
 import Foundation
 import SyncControl
 import SyncCore
+import SyncStore
 
 /// Maps the coordinator's state onto the control interface's wire types.
 enum StatusMapping {
@@ -103,12 +104,30 @@ enum StatusMapping {
     }
 
     /// The systemd STATUS= line: what the daemon is doing, in a few words.
-    static func statusLine(feeds: [FeedState], connectivity: ControlConnectivitySummary) -> String {
+    static func statusLine(feeds: [FeedState], connectivity: ControlConnectivitySummary, store: StoreFault? = nil) -> String {
         let count = "\(feeds.count) feed\(feeds.count == 1 ? "" : "s")"
         let failing = feeds.filter { state in Direction.allCases.contains { state[$0].load.failure != nil } }.map(\.feed)
         let items = feeds.map(\.itemCount).reduce(0, +)
         var line = "\(count), \(items) items, \(connectivity)"
+        // What stops every feed comes first: systemctl status cuts the line.
+        if let store { line = "store \(store.kind.rawValue) (\(store.path)); " + line }
         if !failing.isEmpty { line += "; retrying \(failing.joined(separator: ", "))" }
         return line
+    }
+
+    /// A store's fault on the wire.
+    static func storeProblem(_ fault: StoreFault) -> ControlStoreProblem {
+        let kind: ControlStoreProblem.Kind = switch fault.kind {
+        case .readOnlyFilesystem: .readOnlyFilesystem
+        case .permissionDenied: .permissionDenied
+        case .noDirectory: .noDirectory
+        case .diskFull: .diskFull
+        case .notADatabase: .notADatabase
+        case .damaged: .damaged
+        case .replaced: .replaced
+        case .ioError: .ioError
+        case .other: .other
+        }
+        return ControlStoreProblem(kind: kind, path: fault.path, message: fault.description)
     }
 }

@@ -111,9 +111,11 @@ actor StatusReporter: Service {
         // The summary and banner come from each feed's own verdict; the internet verdict is
         // shown beside them, for information only.
         let internet = connectivity.map { ControlConnectivity($0, since: connectivitySince) }
-        let status = ControlStatus(version: SyncDaemonService.version, internet: internet, feeds: feeds, started: started)
+        let storeFault = store.lastWriteFault
+        let status = ControlStatus(
+            version: SyncDaemonService.version, internet: internet, feeds: feeds, started: started, store: storeFault.map(StatusMapping.storeProblem))
         broadcaster.publishIfChanged(status)
-        let line = StatusMapping.statusLine(feeds: states, connectivity: status.connectivity)
+        let line = StatusMapping.statusLine(feeds: states, connectivity: status.connectivity, store: storeFault)
         if line != statusLine {
             statusLine = line
             notifier.notify("STATUS=\(line)")

@@ -62,7 +62,7 @@ public struct SQLiteFeedStore: FeedStore {
     private let retention: [String: Retention]
     private let scheduling: CommitScheduling
     private let checkpointer: Checkpointer
-    private let damage = DamageReport()
+    private let faults = FaultRecord()
     /// The device and inode of the database file as opened.
     private let identity: FileIdentity?
 
@@ -199,15 +199,22 @@ public struct SQLiteFeedStore: FeedStore {
                 return try Self.transaction(db, checkpointer: checkpointer, body)
             }
         } catch {
-            throw fault(error)
+            let fault = fault(error)
+            if let fault = fault as? StoreFault { faults.lastWrite.withLock { $0 = fault } }
+            throw fault
         }
+        faults.lastWrite.withLock { $0 = nil }
         // Committed, but to the file that was opened: the path must still name it. One stat per
         // commit, and nothing while idle.
         if let identity, FileIdentity(path) != identity {
-            damage.report(StoreFault(.replaced, path: path, detail: "the path names \(FileIdentity(path).map { "\($0)" } ?? "nothing"); opened as \(identity)"))
+            faults.report(StoreFault(.replaced, path: path, detail: "the path names \(FileIdentity(path).map { "\($0)" } ?? "nothing"); opened as \(identity)"))
         }
         return result
     }
+
+    /// Why the last write failed (a commit, or the usage's record), while the store refuses
+    /// them: `nil` once a write succeeds again, and before any failed.
+    public var lastWriteFault: StoreFault? { faults.lastWrite.withLock { $0 } }
 
     /// A read that does not block the writer.
     ///
@@ -225,7 +232,7 @@ public struct SQLiteFeedStore: FeedStore {
     private func fault(_ error: any Error) -> any Error {
         guard !(error is CancellationError) else { return error }
         let fault = StoreFault.classify(error, path: path)
-        if fault.kind == .damaged { damage.report(fault) }
+        if fault.kind == .damaged { faults.report(fault) }
         return fault
     }
 
@@ -235,7 +242,7 @@ public struct SQLiteFeedStore: FeedStore {
     /// what to do (syncd stops; its next start opens the path anew, moving a damaged store aside).
     /// Replaces any handler set before.
     public func whenUnusable(_ handler: @escaping @Sendable (StoreFault) -> Void) {
-        damage.setHandler(handler)
+        faults.setHandler(handler)
     }
 
     /// `body` in a transaction, as GRDB's `write` runs it; then the checkpointer hears how much
@@ -570,9 +577,12 @@ public struct SQLiteFeedStore: FeedStore {
     static let insertManySQL = insertSQL(rows: rowsPerInsert)
 }
 
-/// Where a store's first damage goes, shared by the copies of a store; damage found before a
-/// handler is set goes to the handler when it is.
-private final class DamageReport: Sendable {
+/// A store's faults, shared by its copies: the last write's, and where the first that makes it
+/// unusable goes (to the handler when one is set later).
+private final class FaultRecord: Sendable {
+    /// Why the last write failed; `nil` once one succeeds.
+    let lastWrite = Mutex<StoreFault?>(nil)
+
     private struct State {
         var handler: (@Sendable (StoreFault) -> Void)?
         var fault: StoreFault?

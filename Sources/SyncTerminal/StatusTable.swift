@@ -21,6 +21,7 @@ public enum StatusTable {
         }
         lines.append("\(style.paint("●", color)) \(style.paint("syncd", .bold)) \(status.version)")
         lines.append(row("State", describe(summary, style: style, color: color)))
+        if let store = status.store { lines.append(row("Store", style.paint(store.message, .red))) }
         if let since = summary.since { lines.append(row("Since", TimeFormatting.full(since, now: now, timeZone: timeZone))) }
         if let internet = status.internet { lines.append(row("Internet", internet.description)) }
         if let banner = status.banner {

@@ -12,6 +12,8 @@ extension ControlStatus {
         copy.internet = internet?.terminalSafe
         copy.banner = banner?.terminalSafe
         copy.feeds = feeds.map(\.terminalSafe)
+        copy.store?.path = store?.path.terminalSafe ?? ""
+        copy.store?.message = store?.message.terminalSafe ?? ""
         return copy
     }
 }

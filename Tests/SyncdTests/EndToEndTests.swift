@@ -32,6 +32,7 @@ struct EndToEndTests {
         ///     8080 and answering `/health`; `nil` for the demo server with `initialItems` items.
         ///   - feedPath: the feeds' URL path on the server; `feedKeys`: more keys for each feed.
         ///   - environment: `NAME=value` settings for syncd's environment.
+        ///   - store: the store's path; `nil` for one in the rig's directory.
         ///   - resolvConf, hosts: syncd's `/etc/resolv.conf` and `/etc/hosts` (`ip netns exec`
         ///     mounts `/etc/netns/NAME/…` over them), removed with the rig.
         init(
@@ -44,7 +45,8 @@ struct EndToEndTests {
             server: [String]? = nil,
             feedPath: String = "/feeds/demo",
             feedKeys: String = "",
-            environment: [String] = []
+            environment: [String] = [],
+            store: String? = nil
         ) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
@@ -66,7 +68,7 @@ struct EndToEndTests {
             feedServer = try ChildProcess(["ip", "netns", "exec", topology.server.name] + (server ?? demo), logPath: directory.file("demo-feed.log"))
             var config = """
                 [daemon]
-                store = "\(directory.file("syncd.sqlite"))"
+                store = "\(store ?? directory.file("syncd.sqlite"))"
                 control_socket = "\(directory.file("io.syncd"))"
                 log_level = "info"
                 [network]

@@ -247,4 +247,38 @@ struct StoreDamageDaemonTests {
             #expect(await restarted.stop() == 0, "\(restarted.output)")
         }
     }
+
+    /// The disk fills during a backfill: the status says so at the top (and the feed's row), the
+    /// daemon keeps running, and once there is room again the backfill finishes and the
+    /// problem goes from the status.
+    @Test func aDiskThatFillsDuringABackfillIsShownAndOutlived() async throws {
+        try Privileges.requireRoot()
+        let scratch = try TemporaryDirectory(prefix: "store-full")
+        let mount = scratch.file("small")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
+        try await runCommand(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", mount])
+        do {
+            let store = "\(mount)/syncd.sqlite"
+            let rig = try await Rig(initialItems: 6000, store: store)
+            try await rig.using { rig in
+                let full = try await rig.waitForStatus("the store refusing pages for want of space") { $0.store?.kind == .diskFull }
+                #expect(full.store?.path == store)
+                #expect(rig.daemon.isRunning)
+                let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
+                #expect(text.contains("Store: no space left on the device of the store \(store): free some space there"), "\(text)")
+                #expect(!text.contains("SQLite error"), "\(text)")
+
+                try await runCommand(["mount", "-o", "remount,size=64m", mount])
+                let done = try await rig.waitForStatus("the backfill finished once there was room") { s in
+                    s.feeds.first?.itemCount == 6000 && s.feeds.first?.endReached == true && s.store == nil
+                }
+                #expect(done.store == nil)
+                #expect(try await rig.storedIDs() == EndToEndTests.ids(1...6000))
+            }
+        } catch {
+            try? await runCommand(["umount", mount])
+            throw error
+        }
+        try await runCommand(["umount", mount])
+    }
 }
