@@ -64,6 +64,10 @@ import SyncMetrics
 public struct DaemonConfiguration: Sendable {
     /// The SQLite store (`store`); its directory is created when missing.
     public var storePath: String = "/var/lib/syncd/syncd.sqlite"
+    /// How long one write of the store may run before syncd counts the store as hung (a frozen
+    /// filesystem, a disk that stopped answering) and stops feeding systemd's watchdog, so that
+    /// systemd restarts it (`[daemon] store_stall_limit`).
+    public var storeStallLimit: Duration = .seconds(60)
     /// The Varlink control socket (`control_socket`), used when syncd was not socket-activated.
     public var controlSocketPath: String = "/run/syncd/io.syncd"
     /// Group whose members may refresh, load older and retry (`control_group`); root always may,

@@ -237,7 +237,7 @@ public struct SyncDaemonService: Service {
             serviceName: "memory release"
         ))
         if let interval = SystemdNotifier.watchdogInterval() {
-            parts.append(.init(service: UntilShutdown { await self.watchdog(every: interval, coordinator: coordinator) }, serviceName: "watchdog"))
+            parts.append(.init(service: UntilShutdown { await self.watchdog(every: interval, coordinator: coordinator, store: store) }, serviceName: "watchdog"))
         }
         // Nested in the caller's group: its graceful shutdown (SIGTERM) reaches every part here.
         let group = ServiceGroup(configuration: .init(services: parts, logger: logger))
@@ -513,11 +513,28 @@ public struct SyncDaemonService: Service {
         }
     }
 
-    /// Pings the watchdog only while the coordinator answers, so a wedged daemon gets restarted.
-    private func watchdog(every interval: Duration, coordinator: SyncCoordinator<EventLoopClock>) async {
+    /// Pings the watchdog only while the coordinator answers and no write of the store has run
+    /// past ``DaemonConfiguration/storeStallLimit``, so that systemd restarts a wedged daemon or
+    /// one whose store hangs (a frozen filesystem, a disk that stopped answering).
+    private func watchdog(every interval: Duration, coordinator: SyncCoordinator<EventLoopClock>, store: SQLiteFeedStore) async {
+        let limit = configuration.storeStallLimit
+        var stalled = false
         while !Task.isCancelled {
             _ = await coordinator.feedIDs
-            notifier.notify("WATCHDOG=1")
+            if let running = store.writeRunningFor, running > limit {
+                if !stalled {
+                    stalled = true
+                    logger.critical("the store \(store.path) has not finished a write for \(running) (its filesystem may be frozen or its disk not answering): syncd stops answering systemd's watchdog, which restarts it")
+                    notifier.notify("STATUS=store stalled (\(store.path)): a write has run past \(limit)")
+                }
+            } else {
+                if stalled {
+                    stalled = false
+                    logger.notice("the store \(store.path) finished its stalled write: syncd answers the watchdog again")
+                    notifier.notify("STATUS=store answering again (\(store.path))")
+                }
+                notifier.notify("WATCHDOG=1")
+            }
             try? await clock.sleep(for: interval)
         }
     }

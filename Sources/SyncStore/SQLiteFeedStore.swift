@@ -191,11 +191,13 @@ public struct SQLiteFeedStore: FeedStore {
     ///
     /// - Throws: ``StoreFault`` in words (a full disk, a read-only filesystem, damaged pages).
     private func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let scheduling = scheduling, checkpointer = checkpointer
+        let scheduling = scheduling, checkpointer = checkpointer, faults = faults
         let result: T
         do {
             result = try await pool.writeWithoutTransaction { db in
                 if scheduling == .throughput { WriterScheduling.makeThroughputWork() }
+                faults.writeStarted.withLock { $0 = .now }
+                defer { faults.writeStarted.withLock { $0 = nil } }
                 return try Self.transaction(db, checkpointer: checkpointer, body)
             }
         } catch {
@@ -210,6 +212,12 @@ public struct SQLiteFeedStore: FeedStore {
             faults.report(StoreFault(.replaced, path: path, detail: "the path names \(FileIdentity(path).map { "\($0)" } ?? "nothing"); opened as \(identity)"))
         }
         return result
+    }
+
+    /// How long the write running now has run; `nil` when none runs. A write that runs for long
+    /// is a store that hangs (a frozen filesystem, a disk that stopped answering).
+    public var writeRunningFor: Duration? {
+        faults.writeStarted.withLock { $0 }.map { .now - $0 }
     }
 
     /// Why the last write failed (a commit, or the usage's record), while the store refuses
@@ -582,6 +590,8 @@ public struct SQLiteFeedStore: FeedStore {
 private final class FaultRecord: Sendable {
     /// Why the last write failed; `nil` once one succeeds.
     let lastWrite = Mutex<StoreFault?>(nil)
+    /// When the write running now started.
+    let writeStarted = Mutex<ContinuousClock.Instant?>(nil)
 
     private struct State {
         var handler: (@Sendable (StoreFault) -> Void)?

@@ -32,7 +32,8 @@ struct EndToEndTests {
         ///     8080 and answering `/health`; `nil` for the demo server with `initialItems` items.
         ///   - feedPath: the feeds' URL path on the server; `feedKeys`: more keys for each feed.
         ///   - environment: `NAME=value` settings for syncd's environment.
-        ///   - store: the store's path; `nil` for one in the rig's directory.
+        ///   - store: the store's path; `nil` for one in the rig's directory; `daemonKeys`: more
+        ///     `[daemon]` keys.
         ///   - resolvConf, hosts: syncd's `/etc/resolv.conf` and `/etc/hosts` (`ip netns exec`
         ///     mounts `/etc/netns/NAME/…` over them), removed with the rig.
         init(
@@ -46,7 +47,8 @@ struct EndToEndTests {
             feedPath: String = "/feeds/demo",
             feedKeys: String = "",
             environment: [String] = [],
-            store: String? = nil
+            store: String? = nil,
+            daemonKeys: String = ""
         ) async throws {
             topology = try await VethTopology()
             directory = try TemporaryDirectory(prefix: "syncd-e2e")
@@ -71,6 +73,7 @@ struct EndToEndTests {
                 store = "\(store ?? directory.file("syncd.sqlite"))"
                 control_socket = "\(directory.file("io.syncd"))"
                 log_level = "info"
+                \(daemonKeys)
                 [network]
                 settle = "500ms"
                 \(network)

@@ -281,4 +281,98 @@ struct StoreDamageDaemonTests {
         }
         try await runCommand(["umount", mount])
     }
+
+    /// A store whose filesystem is frozen (fsfreeze, on an ext4 image of the test's own): a
+    /// commit hangs, syncd says so and stops feeding the watchdog, so systemd would restart it;
+    /// once the filesystem thaws, the write ends and the watchdog is fed again.
+    @Test func aHungStoreStopsFeedingTheWatchdog() async throws {
+        try Privileges.requireRoot()
+        let scratch = try TemporaryDirectory(prefix: "store-frozen")
+        let image = scratch.file("store.img"), mount = scratch.file("fs")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
+        try await runCommand(["truncate", "-s", "64M", image])
+        try await runCommand(["mkfs.ext4", "-q", image])
+        try await runCommand(["mount", "-o", "loop", image, mount])
+        var frozen = false
+        do {
+            let notify = try ReadinessTests.NotifySocket(path: scratch.file("notify"))
+            // Pinged every 100 ms; a write may run 1 s.
+            let rig = try await Rig(
+                initialItems: 300, environment: ["NOTIFY_SOCKET=\(notify.path)", "WATCHDOG_USEC=200000"],
+                store: "\(mount)/syncd.sqlite", daemonKeys: #"store_stall_limit = "1s""#)
+            try await rig.using { rig in
+                _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 300 && $0.feeds.first?.endReached == true }
+                var heard = try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
+                #expect(heard.last?.contains("WATCHDOG=1") == true, "the watchdog is fed: \(heard)")
+
+                try await runCommand(["fsfreeze", "-f", mount])
+                frozen = true
+                // Thawed before any stop: a process blocked on a frozen filesystem cannot end.
+                defer { if frozen { _ = try? runCommand(["fsfreeze", "-u", mount]) } }
+                // A refresh commits its (empty) page: the write blocks on the frozen filesystem.
+                _ = try? await runCommand([try BuildProducts.path("syncctl"), "refresh", "--socket", rig.directory.file("io.syncd")])
+                func lines() -> [Substring] { heard.flatMap { $0.split(separator: "\n") } }
+                let deadline = ContinuousClock.now + hangGuard
+                while !lines().contains(where: { $0.hasPrefix("STATUS=store stalled") }) && ContinuousClock.now < deadline {
+                    heard += try await notify.messages(until: "STATUS=never", timeout: .milliseconds(300))
+                }
+                let stalledAt = try #require(lines().lastIndex { $0.hasPrefix("STATUS=store stalled") }, "no stall reported: \(rig.daemon.output)")
+                #expect(rig.daemon.output.contains("the store \(mount)/syncd.sqlite has not finished a write for"), "\(rig.daemon.output)")
+
+                try await runCommand(["fsfreeze", "-u", mount])
+                frozen = false
+                while !lines().contains(where: { $0.hasPrefix("STATUS=store answering again") }) && ContinuousClock.now < deadline {
+                    heard += try await notify.messages(until: "STATUS=never", timeout: .milliseconds(300))
+                }
+                let all = lines()
+                let againAt = try #require(all.lastIndex { $0.hasPrefix("STATUS=store answering again") }, "no recovery: \(rig.daemon.output)")
+                #expect(!all[stalledAt..<againAt].contains("WATCHDOG=1"), "the watchdog was fed while the store hung")
+                heard += try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
+                #expect(lines()[(againAt + 1)...].contains("WATCHDOG=1"), "fed again after the thaw")
+            }
+        } catch {
+            if frozen { try? await runCommand(["fsfreeze", "-u", mount]) }
+            try? await runCommand(["umount", mount])
+            throw error
+        }
+        try await runCommand(["umount", mount])
+    }
+}
+
+/// syncd once quiet does not wake: every thread of the process sleeps through a window of five
+/// seconds with at most a wake-up or two (a connection's idle timer may end in it). A timer left
+/// running or a poll on syncd's path shows here. (A `Task.sleep`, which in the release build
+/// starts libdispatch's once-a-second timer thread, does not show in this debug build: the
+/// IdleCost benchmark measures that one.)
+@Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
+struct IdleWakeupTests {
+    /// Context switches of every thread of `pid`, from `/proc/PID/task/*/status`.
+    static func switches(_ pid: Int32) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0) { total, task in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return total + status.split(separator: "\n").reduce(0) { sum, line in
+                guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") else { return sum }
+                return sum + (Int(line.split(separator: "\t").last ?? "") ?? 0)
+            }
+        }
+    }
+
+    @Test func aQuietSyncdSleeps() async throws {
+        try Privileges.requireRoot()
+        let rig = try await Rig(initialItems: 120)
+        try await rig.using { rig in
+            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 120 && $0.feeds.first?.endReached == true }
+            let store = rig.directory.file("syncd.sqlite")
+            try await waitUntil("syncd's quiet-time release empties the store's log") {
+                ((try? FileManager.default.attributesOfItem(atPath: store + "-wal")[.size] as? Int) ?? 0) == 0
+            }
+            let before = Self.switches(rig.daemon.pid)
+            try await Task.sleep(for: .seconds(5))
+            let woken = Self.switches(rig.daemon.pid) - before
+            #expect(woken <= 2, "syncd's threads woke \(woken) times in 5 s of quiet")
+        }
+    }
+
+    typealias Rig = EndToEndTests.Rig
 }
