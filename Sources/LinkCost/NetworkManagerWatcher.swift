@@ -101,10 +101,17 @@ public final class NetworkManagerWatcher: Service, Sendable {
     /// before NetworkManager had its say (syncd starting its feeds). Returns `false` at once when
     /// the task is cancelled.
     public func firstReading(within timeout: Duration) async -> Bool {
+        await firstReading(within: timeout, clock: ContinuousClock())
+    }
+
+    /// ``firstReading(within:)``, timed on `clock`. A daemon that must stay still while idle
+    /// passes its own (syncd's event-loop clock): on Linux a `Task.sleep` starts libdispatch's
+    /// timer thread, which then wakes the process every second for good.
+    public func firstReading<C: Clock>(within timeout: Duration, clock: C) async -> Bool where C.Duration == Duration {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask { await self.waitForFirstReading() }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await clock.sleep(for: timeout)
                 return false
             }
             let first = await group.next() ?? false

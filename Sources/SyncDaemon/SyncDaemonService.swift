@@ -318,8 +318,10 @@ public struct SyncDaemonService: Service {
     /// leases' and the hardware's costs were decided before the feeds took their first verdict.
     private func settleLinkCosts(_ tracker: LinkCostTracker, networkManager: NetworkManagerWatcher?, coordinator: SyncCoordinator<EventLoopClock>) async {
         guard let networkManager else { return }
-        let wait = Self.networkManagerWait
-        if await !networkManager.firstReading(within: wait) {
+        let wait = Self.networkManagerWait, clock = clock
+        // Timed on the event loops' clock: a Task.sleep would wake an idle syncd every second
+        // from then on (libdispatch's timer thread).
+        if await !networkManager.firstReading(within: wait, clock: clock) {
             logger.info("NetworkManager has not answered yet: the feeds start without its link costs, which apply when it answers", metadata: ["waited": "\(wait)"])
             return
         }
@@ -340,7 +342,7 @@ public struct SyncDaemonService: Service {
                 return false
             }
             group.addTask {
-                try? await Task.sleep(for: wait)
+                try? await clock.sleep(for: wait)
                 return false
             }
             let first = await group.next() ?? false
