@@ -3,6 +3,9 @@
 // `ip monitor route`, both consuming the same storm in the same run; both are measured from
 // outside through /proc (CPU time from just before the storm until each has caught up, peak RSS).
 // Every iteration also checks that the monitor's final verdict equals a fresh kernel dump's.
+// STORM_EXPIRES=N makes the storm IPv6 routes with an N-second lifetime (`expires`), which the
+// monitor reads from each notification (RTA_CACHEINFO) and keeps until the route goes;
+// STORM_EXPIRES=0, the same IPv6 routes without a lifetime.
 // Needs root, and `storm-monitor` built next to this executable (scripts/bench does both).
 
 import Benchmark
@@ -37,10 +40,12 @@ let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
     let routes = Int(environment["STORM_ROUTES"] ?? "") ?? 100_000
     let iterations = Int(environment["STORM_ITERATIONS"] ?? "") ?? 3
+    // STORM_EXPIRES=N: IPv6 routes with a lifetime of N seconds instead (see RouteStormRig.run).
+    let expires = Int(environment["STORM_EXPIRES"] ?? "")
     let log = StormLog()
     let custom = [monitorCPU, ipMonitorCPU, cpuRatioPercent, monitorPeakRSS, ipMonitorPeakRSS, monitorConverged, ipMonitorDrained, monitorDrops, ipMonitorDrops]
     Benchmark(
-        "Route storm \(routes) adds + deletes: monitor vs ip monitor",
+        "Route storm \(routes) \(expires.map { $0 > 0 ? "IPv6 routes expiring in \($0) s: " : "IPv6 routes: " } ?? "")adds + deletes: monitor vs ip monitor",
         configuration: .init(
             metrics: [.wallClock] + custom,
             timeUnits: .milliseconds,
@@ -54,7 +59,7 @@ let benchmarks: @Sendable () -> Void = {
         )
     ) { benchmark in
         do {
-            let result = try await RouteStormRig.run(routes: routes, helperPath: helperPath())
+            let result = try await RouteStormRig.run(routes: routes, expires: expires, helperPath: helperPath())
             benchmark.measurement(monitorCPU, result.monitorCPU.wholeMilliseconds)
             benchmark.measurement(ipMonitorCPU, result.ipCPU.wholeMilliseconds)
             benchmark.measurement(cpuRatioPercent, Int((result.cpuRatio * 100).rounded()))

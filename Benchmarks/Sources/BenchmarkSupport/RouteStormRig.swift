@@ -59,7 +59,12 @@ public struct StormResult: Sendable {
 /// The default route goes in the middle so that the final verdict (offline, no route) differs
 /// from the initial one: a monitor that lost the storm's tail would still say online.
 public enum RouteStormRig {
-    public static func run(routes: Int = 100_000, helperPath: String, timeout: Duration = .seconds(300)) async throws -> StormResult {
+    /// With `expires` (seconds), the storm's routes are IPv6 `/128` routes on the veth with that
+    /// lifetime (`ip route add … expires N`): each notification then carries a lifetime
+    /// (`RTA_CACHEINFO`'s `rta_expires`) that the monitor keeps until the route goes. The default
+    /// route removed in the middle is still the IPv4 one the verdict depends on. `expires` 0: the
+    /// same IPv6 routes without a lifetime, the comparison that isolates the lifetimes' cost.
+    public static func run(routes: Int = 100_000, expires: Int? = nil, helperPath: String, timeout: Duration = .seconds(300)) async throws -> StormResult {
         let topology = try await VethTopology()
         let helper = try LineChild(executable: helperPath, arguments: [topology.client.path])
         defer { helper.finish() }
@@ -97,9 +102,17 @@ public enum RouteStormRig {
         let gateway = VethTopology.serverAddress
         var lines: [String] = []
         lines.reserveCapacity(2 * routes + 1)
-        for i in 0..<routes { lines.append("route add \(stormPrefix(i)) via \(gateway)") }
-        lines.append("route del default")
-        for i in 0..<routes { lines.append("route del \(stormPrefix(i))") }
+        if let expires {
+            let link = VethTopology.clientLink
+            let lifetime = expires > 0 ? " expires \(expires)" : ""
+            for i in 0..<routes { lines.append("route add \(stormPrefix6(i)) dev \(link)\(lifetime)") }
+            lines.append("route del default")
+            for i in 0..<routes { lines.append("route del \(stormPrefix6(i)) dev \(link)") }
+        } else {
+            for i in 0..<routes { lines.append("route add \(stormPrefix(i)) via \(gateway)") }
+            lines.append("route del default")
+            for i in 0..<routes { lines.append("route del \(stormPrefix(i))") }
+        }
 
         let start = ContinuousClock.now
         try await topology.client.ipBatch(lines)
@@ -170,6 +183,11 @@ public enum RouteStormRig {
     /// `10.100.0.0/32` onwards: outside the veth's 10.77.0.0/24.
     static func stormPrefix(_ i: Int) -> String {
         "10.\(100 + i / 65536).\(i / 256 % 256).\(i % 256)/32"
+    }
+
+    /// `2001:db8:100::0:0/128` onwards (documentation prefix), for the storm of expiring routes.
+    static func stormPrefix6(_ i: Int) -> String {
+        "2001:db8:100::\(String(i >> 16, radix: 16)):\(String(i & 0xffff, radix: 16))/128"
     }
 
     static func waitUntil(_ what: String, timeout: Duration, _ condition: () throws -> Bool) async throws {

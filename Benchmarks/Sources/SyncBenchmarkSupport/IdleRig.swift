@@ -69,19 +69,23 @@ public func procFaults(pid: Int32) -> (minor: Int, major: Int) {
     return (Int(fields[7]) ?? 0, Int(fields[9]) ?? 0)
 }
 
-/// One Varlink `io.syncd.GetStatus` call on the Unix socket at `path`, waiting for the whole reply.
-func statusRoundTrip(socket path: String) throws {
+/// One Varlink `io.syncd.GetStatus` call on the Unix socket at `path`, waiting for the whole reply;
+/// returns the reply (without its NUL).
+@discardableResult
+func statusRoundTrip(socket path: String) throws -> String {
     let fd = try connectUnix(path)
     defer { close(fd) }
     let request = Array(#"{"method":"io.syncd.GetStatus"}"#.utf8) + [0]
     guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
         throw SyncRigError("send: errno \(errno)")
     }
+    var reply: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65_536)
     while true {
         let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { throw SyncRigError("GetStatus: no reply (errno \(errno))") }
-        if buffer[count - 1] == 0 { return }
+        reply.append(contentsOf: buffer[0..<count])
+        if buffer[count - 1] == 0 { return String(decoding: reply.dropLast(), as: UTF8.self) }
     }
 }
 
@@ -128,16 +132,54 @@ public final class IdleRig: Sendable {
         public var pssAfterCallsKiB: Int
         public var rate: Double { Double(switches) / seconds }
         public var baselineRate: Double { Double(baselineSwitches) / seconds }
+
+        // NetworkManager (`[network] networkmanager`).
+        public var networkManager: IdleNetworkManager = .system
+        /// Whether `/run/dbus/system_bus_socket` existed and what `DBUS_SYSTEM_BUS_ADDRESS` was
+        /// (the `system` variant's bus).
+        public var systemBus = ""
+        /// syncd's log lines about NetworkManager or the bus, as written before the window.
+        public var watcherLog: [String] = []
+        /// Switches of syncd's bus thread (`syncd-nm-bus`) in the window; nil when it has none.
+        public var watcherThreadSwitches: Int?
+        /// The private dbus-daemon's and the stand-in NetworkManager's switches in the window.
+        public var busSwitches: Int?
+        public var standInSwitches: Int?
+        /// The `cost` objects of the first `GetStatus` reply after the window.
+        public var statusCosts: [String] = []
+        /// The stand-in's `Metered` change after the window (every link to 2, "no") reached the
+        /// status: the watcher follows the bus, not only its first read. nil when not tried.
+        public var followedChange: Bool?
+        public var followedChangeMs: Double?
     }
 
     public init() {}
 
     /// With `metrics`, syncd also serves its metrics on a Unix socket and writes the metrics
     /// textfile; nobody scrapes it during the window.
-    public func run(seconds: Int, refreshSeconds: Int, items: Int = 1000, metrics: Bool = false) async throws -> Result {
+    ///
+    /// `networkManager` says whether syncd follows NetworkManager and over which bus: not at all,
+    /// over this machine's system bus (the default), or over a private bus with the tests'
+    /// stand-in NetworkManager on it (checked before the window from syncd's log, and after it from
+    /// `GetStatus`: the links' cost must come from NetworkManager).
+    public func run(
+        seconds: Int, refreshSeconds: Int, items: Int = 1000, metrics: Bool = false, networkManager: IdleNetworkManager = .system
+    ) async throws -> Result {
         let directory = NSTemporaryDirectory() + "idle-cost-\(getpid())-\(Int.random(in: 0..<1_000_000))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        var bus: PrivateBus?
+        var standIn: StandInNetworkManager?
+        defer {
+            standIn?.stop()
+            bus?.stop()
+        }
+        let links = currentLinkNames()
+        if networkManager == .standIn {
+            bus = try await PrivateBus.start(in: directory)
+            // Every link metered (NMMetered 1, "yes"): the feed's (lo) and the internet's.
+            standIn = try await StandInNetworkManager.start(on: bus!, devices: links.map { ($0, "1") })
+        }
         let server = try LineProcess(
             executable: try HelperPaths.executable("demo-feed"),
             arguments: ["--host", "127.0.0.1", "--port", "0", "--feed", "idle:\(items):0", "--limit", "100", "--log-level", "warning"])
@@ -162,16 +204,26 @@ public final class IdleRig: Sendable {
             [metrics]
             listen = "\(directory)/metrics.sock"
             textfile = "\(directory)/syncd.prom"
+            """ : "") + (networkManager == .off ? """
+
+            [network]
+            networkmanager = false
             """ : "")
         try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
         let log = FileHandle(forWritingAtPath: "/dev/null")
+        let logPath = "\(directory)/syncd.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
         let syncd = Process()
         syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
         syncd.arguments = ["--config", "\(directory)/syncd.toml"]
-        syncd.environment = childEnvironment()
+        var environment = childEnvironment()
+        if let bus { environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address }
+        syncd.environment = environment
         syncd.standardOutput = log
-        syncd.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        // Its log (a file, written as /dev/null was before): the watcher's lines are checked below.
+        syncd.standardError = FileHandle(forWritingAtPath: logPath)
         syncd.standardInput = FileHandle.nullDevice
+        let systemBus = "DBUS_SYSTEM_BUS_ADDRESS \(environment["DBUS_SYSTEM_BUS_ADDRESS"].map { "= \($0)" } ?? "unset"), /run/dbus/system_bus_socket \(FileManager.default.fileExists(atPath: "/run/dbus/system_bus_socket") ? "exists" : "absent")"
         try syncd.run()
         defer {
             kill(syncd.processIdentifier, SIGTERM)
@@ -201,6 +253,19 @@ public final class IdleRig: Sendable {
         // textfile's write of the sync's end, which comes up to its interval (15 s) later.
         try await Task.sleep(for: .seconds(metrics ? 18 : 3))
 
+        // What the watcher said (read from its log file, which does not wake syncd). With the
+        // stand-in, it must have found NetworkManager on the bus before the window.
+        func watcherLines() -> [String] {
+            ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n")
+                .filter { $0.contains("NetworkManager") || $0.contains("bus") }.map(String.init)
+        }
+        if networkManager == .standIn {
+            guard watcherLines().contains(where: { $0.contains("NetworkManager is on the bus") }) else {
+                throw SyncRigError("syncd's NetworkManager watcher did not find the stand-in on \(bus!.address); its log: \(watcherLines())")
+            }
+        }
+        let watcherLog = watcherLines()
+
         let monitor = Process()
         monitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         monitor.arguments = ["ip", "monitor", "link", "address", "route"]
@@ -222,6 +287,8 @@ public final class IdleRig: Sendable {
         defer { floor.finish() }
         try await Task.sleep(for: .milliseconds(500))
         let floorFirst = ThreadSwitches(pid: floor.pid)
+        let busFirst = bus.map { ThreadSwitches(pid: $0.pid) }
+        let standInFirst = standIn.map { ThreadSwitches(pid: $0.pid) }
         let monitorFirst = ThreadSwitches(pid: monitor.processIdentifier)
         var previous = ThreadSwitches(pid: pid)
         var perThread: [Int32: (name: String, switches: Int)] = [:]
@@ -241,6 +308,8 @@ public final class IdleRig: Sendable {
         }
         let monitorLast = ThreadSwitches(pid: monitor.processIdentifier)
         let floorLast = ThreadSwitches(pid: floor.pid)
+        let busSwitches = bus.map { ThreadSwitches(pid: $0.pid).total - busFirst!.total }
+        let standInSwitches = standIn.map { ThreadSwitches(pid: $0.pid).total - standInFirst!.total }
         let elapsed = (ContinuousClock.now - start).seconds
         let threads = perThread.map { (tid: $0.key, name: $0.value.name, switches: $0.value.switches) }.sorted { $0.switches > $1.switches }
         let revisionAfter = (try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite").loadSynchronously(feed: "idle").revision) ?? -1
@@ -250,16 +319,38 @@ public final class IdleRig: Sendable {
         let faultsBefore = procFaults(pid: pid)
         var statusCalls: [Double] = []
         var wakeFaults = (minor: 0, major: 0)
+        var firstReply = ""
         for call in 0..<4 {
             let started = ContinuousClock.now
-            try statusRoundTrip(socket: "\(directory)/io.syncd")
+            let reply = try statusRoundTrip(socket: "\(directory)/io.syncd")
             statusCalls.append((ContinuousClock.now - started).seconds * 1000)
             if call == 0 {
                 let after = procFaults(pid: pid)
                 wakeFaults = (after.minor - faultsBefore.minor, after.major - faultsBefore.major)
+                firstReply = reply
             }
         }
-        return Result(
+        let pssAfterCalls = procPSSKiB(pid: pid)
+        // With the stand-in: every link becomes unmetered (2); the status must follow.
+        var followedChange: Bool?
+        var followedChangeMs: Double?
+        if let standIn {
+            let started = ContinuousClock.now
+            for link in links { try await standIn.send("set \(link) 2") }
+            followedChange = false
+            let deadline = started + .seconds(10)
+            while ContinuousClock.now < deadline {
+                let costs = Self.costs(in: try statusRoundTrip(socket: "\(directory)/io.syncd"))
+                if !costs.isEmpty, costs.allSatisfy({ $0.contains("unmetered") && $0.contains("networkmanager") }) {
+                    followedChange = true
+                    followedChangeMs = (ContinuousClock.now - started).seconds * 1000
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let watcherThread = threads.filter { $0.name.hasPrefix("syncd-nm-bus") }
+        var result = Result(
             seconds: elapsed, switches: perSecond.reduce(0, +), perSecond: perSecond, threads: threads,
             rssKiB: rss, pssKiB: pss, hwmKiB: procStatusKiB(pid: pid, "VmHWM"),
             baselineSwitches: monitorLast.total - monitorFirst.total,
@@ -268,7 +359,30 @@ public final class IdleRig: Sendable {
             floorSwitches: floorLast.total - floorFirst.total, floorRSSKiB: procStatusKiB(pid: floor.pid, "VmRSS"),
             floorPSSKiB: procPSSKiB(pid: floor.pid),
             commits: revisionAfter - revisionBefore,
-            statusCallsMs: statusCalls, wakeFaults: wakeFaults, pssAfterCallsKiB: procPSSKiB(pid: pid))
+            statusCallsMs: statusCalls, wakeFaults: wakeFaults, pssAfterCallsKiB: pssAfterCalls)
+        result.networkManager = networkManager
+        result.systemBus = systemBus
+        result.watcherLog = watcherLog
+        result.watcherThreadSwitches = watcherThread.isEmpty ? nil : watcherThread.reduce(0) { $0 + $1.switches }
+        result.busSwitches = busSwitches
+        result.standInSwitches = standInSwitches
+        result.statusCosts = Self.costs(in: firstReply)
+        result.followedChange = followedChange
+        result.followedChangeMs = followedChangeMs
+        return result
+    }
+
+    /// The `"cost":{…}` objects of a `GetStatus` reply (one per online verdict: the feed's and the
+    /// internet's), as they are written.
+    static func costs(in reply: String) -> [String] {
+        var found: [String] = []
+        var rest = reply[...]
+        while let key = rest.range(of: #""cost":{"#) {
+            guard let end = rest[key.upperBound...].firstIndex(of: "}") else { break }
+            found.append(String(rest[key.lowerBound...end]))
+            rest = rest[rest.index(after: end)...]
+        }
+        return found
     }
 
     public static func summary(_ result: Result, refreshSeconds: Int, metrics: Bool = false) -> String {
@@ -277,7 +391,7 @@ public final class IdleRig: Sendable {
         let quiet = result.perSecond.filter { $0 <= median }.count
         let busiest = result.threads.prefix(8).map { "\($0.name)(\($0.tid))=\($0.switches)" }.joined(separator: " ")
         return """
-        idle-cost summary: syncd, 1 feed on loopback\(metrics ? ", metrics endpoint and textfile on (not scraped; window from 18 s after the sync, past the textfile's last write)" : ""), refresh every \(refreshSeconds) s, watched \(String(format: "%.1f", result.seconds)) s after sync:
+        idle-cost summary: syncd, 1 feed on loopback\(metrics ? ", metrics endpoint and textfile on (not scraped; window from 18 s after the sync, past the textfile's last write)" : "")\(networkManagerDescription(result)), refresh every \(refreshSeconds) s, watched \(String(format: "%.1f", result.seconds)) s after sync:
           context switches (all threads): \(result.switches) = \(String(format: "%.2f", result.rate))/s (target ≤ 0.1/s: \(result.rate <= 0.1 ? "met" : "missed"))
           per second: median \(median), max \(sortedSeconds.last ?? 0), seconds at or below median \(quiet)/\(result.perSecond.count)
           per second series: \(result.perSecond.map(String.init).joined(separator: " "))
@@ -287,6 +401,31 @@ public final class IdleRig: Sendable {
           waking it: GetStatus round trips after the window \(result.statusCallsMs.map { String(format: "%.2f", $0) }.joined(separator: " / ")) ms; page faults during the first: \(result.wakeFaults.minor) minor, \(result.wakeFaults.major) major; PSS after these calls \(String(format: "%.1f", Double(result.pssAfterCallsKiB) / 1024)) MiB
           runtime floor, same window: a Swift process that only awaits (reconnect-helper idle-floor): \(result.floorSwitches) switches = \(String(format: "%.2f", result.floorRate))/s, RSS \(String(format: "%.1f", Double(result.floorRSSKiB) / 1024)) MiB, PSS \(String(format: "%.1f", Double(result.floorPSSKiB) / 1024)) MiB
           baseline, same window: ip monitor link address route: \(result.baselineSwitches) switches = \(String(format: "%.2f", result.baselineRate))/s, RSS \(String(format: "%.1f", Double(result.baselineRSSKiB) / 1024)) MiB
+        \(networkManagerLines(result))
         """
+    }
+
+    private static func networkManagerDescription(_ result: Result) -> String {
+        switch result.networkManager {
+        case .off: ", NetworkManager watcher off (networkmanager = false)"
+        case .system: ", NetworkManager watcher on (the default), this machine's system bus (\(result.systemBus))"
+        case .standIn: ", NetworkManager watcher on, connected to a private dbus-daemon with the stand-in NetworkManager (every link Metered=1)"
+        }
+    }
+
+    private static func networkManagerLines(_ result: Result) -> String {
+        var lines: [String] = []
+        if result.networkManager != .off {
+            lines.append("  watcher's bus thread (syncd-nm-bus) in the window: \(result.watcherThreadSwitches.map { "\($0) switches" } ?? "not seen")")
+            lines.append("  syncd's log about the bus and NetworkManager before the window: \(result.watcherLog.isEmpty ? "nothing" : result.watcherLog.joined(separator: " | "))")
+        }
+        if let busSwitches = result.busSwitches, let standInSwitches = result.standInSwitches {
+            lines.append("  same window: the private dbus-daemon \(busSwitches) switches, the stand-in NetworkManager (python3) \(standInSwitches) switches")
+        }
+        lines.append("  costs in GetStatus after the window: \(result.statusCosts.isEmpty ? "none" : result.statusCosts.joined(separator: " "))")
+        if let followed = result.followedChange {
+            lines.append("  stand-in set every link to Metered=2 after the window: \(followed ? "status showed unmetered from NetworkManager after \(String(format: "%.1f", result.followedChangeMs ?? 0)) ms" : "NOT followed within 10 s")")
+        }
+        return lines.joined(separator: "\n")
     }
 }
