@@ -159,10 +159,22 @@ struct StoreDamageDaemonTests {
             """, path])
     }
 
-    static func start(_ rig: Rig, log: String) throws -> ChildProcess {
-        try ChildProcess(
+    /// Starts syncd again on the rig's configuration (what the unit's restart does), waits until
+    /// its feed holds the server's `items` to the end (or it exits), and checks that the store
+    /// equals the server's feed. The caller stops it.
+    static func restart(_ rig: Rig, expecting items: Int) async throws -> ChildProcess {
+        let restarted = try ChildProcess(
             ["ip", "netns", "exec", rig.topology.client.name, try BuildProducts.path("syncd"), "--config", rig.directory.file("syncd.toml")],
-            logPath: rig.directory.file(log))
+            logPath: rig.directory.file("syncd-restarted.log"))
+        let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
+        try await waitUntil("the restarted syncd loads the feed into a new store", interval: .milliseconds(100)) {
+            guard restarted.isRunning else { return true }
+            let feed = (try? await client.boundedStatus())?.feeds.first
+            return feed?.itemCount == items && feed?.endReached == true
+        }
+        #expect(restarted.isRunning, "\(restarted.output)")
+        #expect(try await rig.storedIDs() == EndToEndTests.ids(1...items), "the new store equals the server's feed")
+        return restarted
     }
 
     @Test func aStoreDamagedWhileStoppedIsMovedAsideAndReloaded() async throws {
@@ -174,16 +186,8 @@ struct StoreDamageDaemonTests {
             let store = rig.directory.file("syncd.sqlite")
             try await Self.damage(store)
 
-            let restarted = try Self.start(rig, log: "syncd-restarted.log")
-            let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
-            try await waitUntil("the restarted syncd reloads the feed into a new store", interval: .milliseconds(100)) {
-                guard restarted.isRunning else { return true }
-                let feed = (try? await client.boundedStatus())?.feeds.first
-                return feed?.itemCount == 3000 && feed?.endReached == true
-            }
-            #expect(restarted.isRunning, "\(restarted.output)")
+            let restarted = try await Self.restart(rig, expecting: 3000)
             #expect(restarted.output.contains("the store \(store) is damaged (its database pages are malformed): moved to \(store).corrupt-"), "\(restarted.output)")
-            #expect(try await rig.storedIDs() == EndToEndTests.ids(1...3000), "the new store equals the server's feed")
             #expect(await restarted.stop() == 0, "\(restarted.output)")
         }
     }
@@ -209,15 +213,8 @@ struct StoreDamageDaemonTests {
             #expect(!rig.daemon.output.contains("SQLite error"), "\(rig.daemon.output)")
 
             // What the unit does next: start it again.
-            let restarted = try Self.start(rig, log: "syncd-restarted.log")
-            let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
-            try await waitUntil("the restarted syncd reloads the feed into a new store", interval: .milliseconds(100)) {
-                guard restarted.isRunning else { return true }
-                let feed = (try? await client.boundedStatus())?.feeds.first
-                return feed?.itemCount == 3000 && feed?.endReached == true
-            }
+            let restarted = try await Self.restart(rig, expecting: 3000)
             #expect(restarted.output.contains("moved to \(store).corrupt-"), "\(restarted.output)")
-            #expect(try await rig.storedIDs() == EndToEndTests.ids(1...3000))
             #expect(await restarted.stop() == 0, "\(restarted.output)")
         }
     }
@@ -235,15 +232,8 @@ struct StoreDamageDaemonTests {
             #expect(await rig.daemon.stop() == 74, "\(rig.daemon.output)")
             #expect(rig.daemon.output.contains("the store \(store) was deleted or replaced while open (what is stored now goes to the old file), found while running: syncd stops; its next start opens \(store) anew"), "\(rig.daemon.output)")
 
-            let restarted = try Self.start(rig, log: "syncd-restarted.log")
-            let client = SyncControlClient(socketPath: rig.directory.file("io.syncd"))
-            try await waitUntil("the restarted syncd loads the feed into a new store", interval: .milliseconds(100)) {
-                guard restarted.isRunning else { return true }
-                let feed = (try? await client.boundedStatus())?.feeds.first
-                return feed?.itemCount == 500 && feed?.endReached == true
-            }
+            let restarted = try await Self.restart(rig, expecting: 500)
             #expect(FileManager.default.fileExists(atPath: store))
-            #expect(try await rig.storedIDs() == EndToEndTests.ids(1...500))
             #expect(await restarted.stop() == 0, "\(restarted.output)")
         }
     }
