@@ -499,7 +499,12 @@ public struct SyncDaemonService: Service {
                 defer { group.cancelAll() }
                 // The open is the only child that returns a store; the other ends only when cancelled.
                 while let opened = try await group.next() {
-                    if let opened { return opened }
+                    if let opened {
+                        for (feed, count) in opened.recountedFeeds.sorted(by: { $0.key < $1.key }) {
+                            logger.warning("the store's count of a feed's items was wrong, and is corrected", metadata: ["feed": "\(feed)", "was": "\(count)"])
+                        }
+                        return opened
+                    }
                 }
                 throw CancellationError()
             }

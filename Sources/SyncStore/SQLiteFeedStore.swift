@@ -57,6 +57,9 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// The file path of the database.
     public let path: String
+    /// Feeds whose cached item count disagreed with their rows when the store was opened (with
+    /// `checkIntegrity`), and was corrected: the count it said, by feed. Empty when all agreed.
+    public let recountedFeeds: [String: Int]
     let pool: DatabasePool
     private let commitHook: (@Sendable (CommitStage) -> Void)?
     private let retention: [String: Retention]
@@ -116,6 +119,7 @@ public struct SQLiteFeedStore: FeedStore {
                 }
             }
             try Schema.migrator.migrate(pool)
+            self.recountedFeeds = checkIntegrity ? try Self.recountItems(pool) : [:]
         } catch {
             throw StoreFault.classify(error, path: path)
         }
@@ -124,6 +128,21 @@ public struct SQLiteFeedStore: FeedStore {
         self.scheduling = scheduling
         self.checkpointer = Checkpointer(path: path, limits: checkpoints, scheduling: scheduling)
         self.identity = FileIdentity(path)
+    }
+
+    /// Corrects every feed's cached `item_count` that disagrees with its rows; returns the wrong
+    /// counts by feed. Writes only when one disagrees.
+    private static func recountItems(_ pool: DatabasePool) throws -> [String: Int] {
+        let sql = "SELECT id, item_count FROM feed WHERE item_count != (SELECT COUNT(*) FROM item WHERE item.feed = feed.id)"
+        let wrong = try pool.read { db in
+            try Row.fetchAll(db, sql: sql).reduce(into: [String: Int]()) { $0[$1["id"]] = $1["item_count"] }
+        }
+        guard !wrong.isEmpty else { return [:] }
+        try pool.write { db in
+            try db.execute(sql: "UPDATE feed SET item_count = (SELECT COUNT(*) FROM item WHERE item.feed = feed.id) WHERE id IN (\(databaseQuestionMarks(count: wrong.count)))",
+                           arguments: StatementArguments(Array(wrong.keys)))
+        }
+        return wrong
     }
 
     /// Moves a damaged store at `path` (and its write-ahead log and shared-memory files) aside, to
