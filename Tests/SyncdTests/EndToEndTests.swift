@@ -193,90 +193,93 @@ struct EndToEndTests {
     @Test func offlinePausesWithoutRequestsAndReconnectRetriesAndCatchesUp() async throws {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 400)
-        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
+        try await rig.using { rig in
 
-        // Full sync: initial page, then older pages to the end.
-        var status = try await rig.waitForStatus("the first full sync") { s in
-            s.connectivity.isOnline && s.feeds.first.map { $0.itemCount == 400 && $0.endReached } == true
+            // Full sync: initial page, then older pages to the end.
+            var status = try await rig.waitForStatus("the first full sync") { s in
+                s.connectivity.isOnline && s.feeds.first.map { $0.itemCount == 400 && $0.endReached } == true
+            }
+            #expect(try await rig.storedIDs() == Self.ids(1...400))
+
+            // A refresh that fails (503): a failed newer load waiting for its retry.
+            try await Rig.admin(rig.topology, "POST", "/admin/faults?fault=status:503&count=1000&feed=demo")
+            _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
+            status = try await rig.waitForStatus("the refresh to fail") { $0.feeds.first?.newer.phase == .failed }
+
+            // The link goes: offline with its reason at once, the failed load paused, nothing sent.
+            try await rig.topology.client.ip("link", "set", VethTopology.clientLink, "down")
+            status = try await rig.waitForStatus("offline") { s in
+                !s.connectivity.isOnline && s.feeds.first?.newer.paused == true
+            }
+            #expect(status.connectivity.state == .offline && status.connectivity.reasons == [.noCarrier], "\(status.connectivity)")
+            guard case .offline(let reason, let since)? = status.feeds.first?.connectivity else { Issue.record("the feed is not offline"); return }
+            #expect(reason == .noCarrier)
+            #expect(since != nil)
+            #expect(status.connectivity.since == since)
+            #expect(status.banner?.reason == .noCarrier)
+            #expect(status.feeds.first?.presentation.offlineBanner != nil)
+            #expect(status.feeds.first?.itemCount == 400, "loaded content stays while offline")
+
+            try await Rig.admin(rig.topology, "DELETE", "/admin/faults")
+            try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=120")
+            let requestsWhileOffline = try await rig.requestCount()
+            _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
+            _ = try await rig.client.bounded("Retry") { try await $0.retry(feed: "demo") }
+            try await Task.sleep(for: .seconds(2))
+            #expect(try await rig.requestCount() == requestsWhileOffline, "requests reached the server while offline")
+            // The text view shows the same: offline, the reason, paused.
+            let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
+            #expect(text.contains("offline") && text.contains("no carrier") && text.contains("paused"), "\(text)")
+
+            // Back: link up and the default route (the kernel flushed it) — the paused and failed
+            // load runs again at once and the store catches up with what appeared meanwhile.
+            try await rig.topology.client.ip("link", "set", VethTopology.clientLink, "up")
+            try await rig.topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress)
+            status = try await rig.waitForStatus("catching up after reconnect") { s in
+                s.connectivity.isOnline && s.feeds.first?.itemCount == 520 && s.feeds.first?.newer.phase == .loaded
+            }
+            #expect(try await rig.requestCount() > requestsWhileOffline)
+            #expect(try await rig.storedIDs() == Self.ids(1...520), "the store must equal the server's feed: no gap, no duplicate")
+            #expect(status.banner == nil)
+
+            // SIGTERM: a clean stop.
+            #expect(await rig.daemon.stop(signal: SIGTERM) == 0, "\(rig.daemon.output)")
+            #expect(rig.daemon.output.contains("syncd stopping"))
         }
-        #expect(try await rig.storedIDs() == Self.ids(1...400))
-
-        // A refresh that fails (503): a failed newer load waiting for its retry.
-        try await Rig.admin(rig.topology, "POST", "/admin/faults?fault=status:503&count=1000&feed=demo")
-        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
-        status = try await rig.waitForStatus("the refresh to fail") { $0.feeds.first?.newer.phase == .failed }
-
-        // The link goes: offline with its reason at once, the failed load paused, nothing sent.
-        try await rig.topology.client.ip("link", "set", VethTopology.clientLink, "down")
-        status = try await rig.waitForStatus("offline") { s in
-            !s.connectivity.isOnline && s.feeds.first?.newer.paused == true
-        }
-        #expect(status.connectivity.state == .offline && status.connectivity.reasons == [.noCarrier], "\(status.connectivity)")
-        guard case .offline(let reason, let since)? = status.feeds.first?.connectivity else { Issue.record("the feed is not offline"); return }
-        #expect(reason == .noCarrier)
-        #expect(since != nil)
-        #expect(status.connectivity.since == since)
-        #expect(status.banner?.reason == .noCarrier)
-        #expect(status.feeds.first?.presentation.offlineBanner != nil)
-        #expect(status.feeds.first?.itemCount == 400, "loaded content stays while offline")
-
-        try await Rig.admin(rig.topology, "DELETE", "/admin/faults")
-        try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=120")
-        let requestsWhileOffline = try await rig.requestCount()
-        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
-        _ = try await rig.client.bounded("Retry") { try await $0.retry(feed: "demo") }
-        try await Task.sleep(for: .seconds(2))
-        #expect(try await rig.requestCount() == requestsWhileOffline, "requests reached the server while offline")
-        // The text view shows the same: offline, the reason, paused.
-        let text = try await runCommand([try BuildProducts.path("syncctl"), "status", "--socket", rig.directory.file("io.syncd")])
-        #expect(text.contains("offline") && text.contains("no carrier") && text.contains("paused"), "\(text)")
-
-        // Back: link up and the default route (the kernel flushed it) — the paused and failed
-        // load runs again at once and the store catches up with what appeared meanwhile.
-        try await rig.topology.client.ip("link", "set", VethTopology.clientLink, "up")
-        try await rig.topology.client.ip("route", "replace", "default", "via", VethTopology.serverAddress)
-        status = try await rig.waitForStatus("catching up after reconnect") { s in
-            s.connectivity.isOnline && s.feeds.first?.itemCount == 520 && s.feeds.first?.newer.phase == .loaded
-        }
-        #expect(try await rig.requestCount() > requestsWhileOffline)
-        #expect(try await rig.storedIDs() == Self.ids(1...520), "the store must equal the server's feed: no gap, no duplicate")
-        #expect(status.banner == nil)
-
-        // SIGTERM: a clean stop.
-        #expect(await rig.daemon.stop(signal: SIGTERM) == 0, "\(rig.daemon.output)")
-        #expect(rig.daemon.output.contains("syncd stopping"))
     }
 
     @Test func permissionsAreCheckedByPeerCredentials() async throws {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 50)
-        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
-        _ = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
-        let syncctl = try BuildProducts.path("syncctl")
-        let socket = rig.directory.file("io.syncd")
-        // The temporary directory must be searchable by `nobody` for this check.
-        chmod(rig.directory.path, 0o755)
-        let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", syncctl]
-        let status = try await runCommand(asNobody + ["status", "--json=short", "--socket", socket])
-        #expect(status.contains("\"itemCount\":50"), "\(status)")
-        for action in ["refresh", "older", "retry"] {
-            let process = try ChildProcess(asNobody + [action, "demo", "--socket", socket], logPath: rig.directory.file("\(action).log"))
-            #expect(await process.stop(signal: 0, timeout: hangGuard) != 0, "\(action) as nobody must fail")
-            #expect(process.output.contains("permission denied"), "\(process.output)")
+        try await rig.using { rig in
+            _ = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
+            let syncctl = try BuildProducts.path("syncctl")
+            let socket = rig.directory.file("io.syncd")
+            // The temporary directory must be searchable by `nobody` for this check.
+            chmod(rig.directory.path, 0o755)
+            let asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", syncctl]
+            let status = try await runCommand(asNobody + ["status", "--json=short", "--socket", socket])
+            #expect(status.contains("\"itemCount\":50"), "\(status)")
+            for action in ["refresh", "older", "retry"] {
+                let process = try ChildProcess(asNobody + [action, "demo", "--socket", socket], logPath: rig.directory.file("\(action).log"))
+                #expect(await process.stop(signal: 0, timeout: hangGuard) != 0, "\(action) as nobody must fail")
+                #expect(process.output.contains("permission denied"), "\(process.output)")
+            }
+            #expect(try await runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
         }
-        #expect(try await runCommand([syncctl, "refresh", "demo", "--socket", socket]).contains("demo"))
     }
 
     /// A refresh that brings items shows them in the newer notice ("↑ 3 new items").
     @Test func refreshShowsTheNewItemsNotice() async throws {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 50)
-        defer { Task { [rig] in _ = await rig.daemon.stop(); _ = await rig.feedServer.stop() } }
-        let first = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
-        #expect(first.feeds.first?.presentation.newerNotice == nil, "the first load is not new items")
-        try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=3")
-        _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
-        let status = try await rig.waitForStatus("the new items notice") { $0.feeds.first?.itemCount == 53 && $0.feeds.first?.newer.phase == .loaded }
-        #expect(status.feeds.first?.presentation.newerNotice == .newItems(count: 3))
+        try await rig.using { rig in
+            let first = try await rig.waitForStatus("first sync") { $0.feeds.first?.itemCount == 50 }
+            #expect(first.feeds.first?.presentation.newerNotice == nil, "the first load is not new items")
+            try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=3")
+            _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
+            let status = try await rig.waitForStatus("the new items notice") { $0.feeds.first?.itemCount == 53 && $0.feeds.first?.newer.phase == .loaded }
+            #expect(status.feeds.first?.presentation.newerNotice == .newItems(count: 3))
+        }
     }
 }
