@@ -25,11 +25,12 @@ public struct ControlHold: Sendable, Hashable, Codable, CustomStringConvertible 
         self.budget = budget
     }
 
-    /// `metered link`, `metered budget used: 50 MB today`.
+    /// `metered link`, `metered budget used: 50 MB today`: the words of the ``LoadHold`` it
+    /// carries.
     public var description: String {
         switch reason {
-        case .meteredLink: "metered link"
-        case .meteredBudget: "metered budget used: \(ByteCount.describe(used ?? 0)) today"
+        case .meteredLink: LoadHold.meteredLink.description
+        case .meteredBudget: LoadHold.meteredBudget(used: used ?? 0, budget: budget ?? 0).description
         }
     }
 }

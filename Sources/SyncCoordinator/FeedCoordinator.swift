@@ -158,9 +158,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     private var stopped = false
     /// What the source had received when last charged to the budget (``chargeMeteredBytes()``).
     private var bytesCharged: Int64
-    /// Today's bytes over metered links, when the feed has a budget.
-    private var meteredUsage: MeteredUsage?
-    /// The last write of ``meteredUsage`` to the store; each waits for the one before.
+    /// The last write of the metered usage to the store; each waits for the one before.
     private var usageWrite: Task<Void, Never>?
     /// Answers that arrived after their request was cancelled and were dropped uncommitted.
     public private(set) var droppedAnswers = 0
@@ -216,7 +214,6 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         self.logger = logger
         self.parentBroadcast = parent
         self.machine = FeedMachine(feed: feed, persisted: persisted, configuration: configuration, meteredUsage: meteredUsage)
-        self.meteredUsage = meteredUsage
         self.bytesCharged = source.bytesReceived
         self.published = machine.state
     }
@@ -757,8 +754,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         let grown = total - bytesCharged
         bytesCharged = total
         guard grown > 0, let budget = machine.configuration.meteredBudget, machine.isOnMeteredLink else { return }
-        let usage = (meteredUsage ?? MeteredUsage(day: budget.day(of: time.now), bytes: 0)).adding(grown, at: time.now, budget: budget)
-        meteredUsage = usage
+        let usage = (machine.meteredUsage ?? MeteredUsage(day: budget.day(of: time.now), bytes: 0)).adding(grown, at: time.now, budget: budget)
         apply(.meteredUsage(usage))
         let store = self.store, feed = self.feed, logger = self.logger, previous = usageWrite
         usageWrite = Task {
@@ -789,11 +785,9 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
 
     private func newBudgetDay(_ budget: MeteredBudget) {
         let today = budget.day(of: time.now)
-        guard meteredUsage?.day != today else { return }
-        logger.info("metered budget renewed", metadata: ["day": "\(today)", "previous": "\(meteredUsage.map { ByteCount.describe($0.bytes) } ?? "0 B")"])
-        let usage = MeteredUsage(day: today, bytes: 0)
-        meteredUsage = usage
-        apply(.meteredUsage(usage))
+        guard machine.meteredUsage?.day != today else { return }
+        logger.info("metered budget renewed", metadata: ["day": "\(today)", "previous": "\(machine.meteredUsage.map { ByteCount.describe($0.bytes) } ?? "0 B")"])
+        apply(.meteredUsage(MeteredUsage(day: today, bytes: 0)))
     }
 }
 

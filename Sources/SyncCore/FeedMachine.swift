@@ -33,8 +33,9 @@ import Foundation
     private var lanes: [Direction: Lane] = [.initial: Lane(), .older: Lane(), .newer: Lane()]
     private var offline: OfflineBanner?
     private var connectivity: FeedConnectivity?
-    /// Bytes received over metered links, as the driver last told (``FeedEvent/meteredUsage(_:)``).
-    private var meteredUsage: MeteredUsage?
+    /// Bytes received over metered links, as the driver last told (``FeedEvent/meteredUsage(_:)``)
+    /// or the store held at start; the driver adds to it.
+    public private(set) var meteredUsage: MeteredUsage?
     private var started = false
     /// Set when the server's `next` led back to a page that added nothing, so backfill cannot
     /// spin on a cycle of links.

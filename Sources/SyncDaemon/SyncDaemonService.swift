@@ -436,12 +436,6 @@ public struct SyncDaemonService: Service {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
     }
 
-    /// Opens the store on a thread of its own.
-    ///
-    /// Opening upgrades a store written by an older syncd, which can take seconds (rebuilding the
-    /// item table in backfill order: ~3.6 s per million items) and must neither hold an event loop
-    /// nor run into systemd's start timeout: while it lasts, systemd hears every second that the
-    /// start goes on, and why.
     /// Opens the store; a damaged one is moved aside (kept for inspection) and a new one made in
     /// its place, to be filled from the servers again.
     ///
@@ -465,6 +459,14 @@ public struct SyncDaemonService: Service {
         }
     }
 
+    /// Opens the store once, on a thread of its own.
+    ///
+    /// Opening upgrades a store written by an older syncd, which can take seconds (rebuilding the
+    /// item table in backfill order: ~3.6 s per million items) and must neither hold an event loop
+    /// nor run into systemd's start timeout: while it lasts, systemd hears every second that the
+    /// start goes on, and why.
+    ///
+    /// Opening also checks the store (`quick_check`, about a read of the file) and its item counts.
     private func openStoreOnce() async throws -> SQLiteFeedStore {
         let path = configuration.storePath
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
