@@ -176,6 +176,22 @@ struct EndToEndTests {
             throw CommandFailed(command: ["wait", what], status: -1, stderr: "timeout")
         }
 
+        /// Waits (bounded) until the first feed holds `items` items and its end; returns that status.
+        @discardableResult
+        func waitUntilSynced(_ items: Int) async throws -> ControlStatus {
+            try await waitForStatus("the feed synced (\(items) items, to its end)") {
+                $0.feeds.first?.itemCount == items && $0.feeds.first?.endReached == true
+            }
+        }
+
+        /// Waits (bounded) until syncd's quiet-time checkpoint has copied the store's log into the
+        /// database file and emptied it: what is read next comes from the file.
+        func waitForQuietCheckpoint(of store: String) async throws {
+            try await waitUntil("syncd's quiet-time checkpoint empties the store's log") {
+                ((try? FileManager.default.attributesOfItem(atPath: store + "-wal")[.size] as? Int) ?? 0) == 0
+            }
+        }
+
         /// Every stored id, newest first, through the control API's paging.
         func storedIDs(feed: String = "demo") async throws -> [String] {
             var ids: [String] = []

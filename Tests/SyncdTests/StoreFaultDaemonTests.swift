@@ -181,7 +181,7 @@ struct StoreDamageDaemonTests {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 3000)
         try await rig.using { rig in
-            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 3000 && $0.feeds.first?.endReached == true }
+            try await rig.waitUntilSynced(3000)
             #expect(await rig.daemon.stop() == 0, "\(rig.daemon.output)")
             let store = rig.directory.file("syncd.sqlite")
             try await Self.damage(store)
@@ -196,13 +196,11 @@ struct StoreDamageDaemonTests {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 3000)
         try await rig.using { rig in
-            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 3000 && $0.feeds.first?.endReached == true }
+            try await rig.waitUntilSynced(3000)
             let store = rig.directory.file("syncd.sqlite")
             // Once quiet, syncd copies its log into the file and empties it, and lets its page
             // caches go: what is read next comes from the file.
-            try await waitUntil("syncd's quiet-time checkpoint empties the log") {
-                ((try? FileManager.default.attributesOfItem(atPath: store + "-wal")[.size] as? Int) ?? 0) == 0
-            }
+            try await rig.waitForQuietCheckpoint(of: store)
             try await Self.damage(store)
             // A client reads the whole feed, as `syncctl items` does: the damaged pages are met.
             let read = try? await rig.storedIDs()
@@ -223,7 +221,7 @@ struct StoreDamageDaemonTests {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 500)
         try await rig.using { rig in
-            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 500 && $0.feeds.first?.endReached == true }
+            try await rig.waitUntilSynced(500)
             let store = rig.directory.file("syncd.sqlite")
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) }
             // A refresh commits a page (empty: nothing is new), into the deleted file.
@@ -291,7 +289,7 @@ struct StoreDamageDaemonTests {
                 initialItems: 300, environment: ["NOTIFY_SOCKET=\(notify.path)", "WATCHDOG_USEC=200000"],
                 store: "\(mount)/syncd.sqlite", daemonKeys: #"store_stall_limit = "1s""#)
             try await rig.using { rig in
-                _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 300 && $0.feeds.first?.endReached == true }
+                try await rig.waitUntilSynced(300)
                 var heard = try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
                 #expect(heard.last?.contains("WATCHDOG=1") == true, "the watchdog is fed: \(heard)")
 
@@ -352,11 +350,9 @@ struct IdleWakeupTests {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 120)
         try await rig.using { rig in
-            _ = try await rig.waitForStatus("the feed synced") { $0.feeds.first?.itemCount == 120 && $0.feeds.first?.endReached == true }
+            try await rig.waitUntilSynced(120)
             let store = rig.directory.file("syncd.sqlite")
-            try await waitUntil("syncd's quiet-time release empties the store's log") {
-                ((try? FileManager.default.attributesOfItem(atPath: store + "-wal")[.size] as? Int) ?? 0) == 0
-            }
+            try await rig.waitForQuietCheckpoint(of: store)
             let before = Self.switches(rig.daemon.pid)
             try await Task.sleep(for: .seconds(5))
             let woken = Self.switches(rig.daemon.pid) - before
