@@ -73,8 +73,9 @@ import TestSupport
         var random = SeededRandomSource(seed: seed)
         for stop in 1...stops {
             let directory = try TemporaryDirectory(prefix: "syncd-demo-stop")
+            // At debug level: a stop that hangs then names the part it waited on, in the log.
             let daemon = try ChildProcess(
-                [try BuildProducts.path("syncd"), "--demo", "--store", directory.file("demo.sqlite"), "--socket", directory.file("io.syncd")],
+                [try BuildProducts.path("syncd"), "--demo", "--log-level", "debug", "--store", directory.file("demo.sqlite"), "--socket", directory.file("io.syncd")],
                 logPath: directory.file("syncd.log"))
             // Somewhere in the first two seconds: before the signal handlers, while the demo
             // server starts, while the feed syncs, or after.
@@ -82,7 +83,13 @@ import TestSupport
             let child = Self.demoChild(of: daemon.pid)
             let status = await daemon.stop(signal: SIGTERM)
             // 0: a graceful stop; 143: SIGTERM came before syncd installed its handler.
-            #expect(status == 0 || status == 128 + SIGTERM, "stop \(stop) of \(stops): status \(status) (replay the moments with SYNCD_DEMO_SEED=\(seed))\n\(daemon.output)")
+            #expect(
+                status == 0 || status == 128 + SIGTERM,
+                """
+                stop \(stop) of \(stops): status \(status) (replay the moments with SYNCD_DEMO_SEED=\(seed))
+                \(daemon.output.split(separator: "\n").filter { !$0.contains("GET ") && !$0.contains("fetch ") }.joined(separator: "\n"))
+                \(daemon.stacksWhenHung.map { "threads when it hung:\n\($0)" } ?? "")
+                """)
             if let child {
                 try await waitUntil("demo-feed (pid \(child)) stops with syncd (stop \(stop))") { Self.isGone(child) }
             }
