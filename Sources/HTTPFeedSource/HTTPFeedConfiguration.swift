@@ -26,8 +26,15 @@ public enum FeedPagination: String, Sendable, Hashable, CaseIterable {
 public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// The URL of the newest page, e.g. `https://mastodon.example/api/v1/timelines/home?limit=40`.
     public var url: URL
-    /// The JSON key holding each item's id (a string, or an integer kept as its digits).
-    public var idField: String
+    /// How the API's pages are read: where the items and their ids are, how older and newer
+    /// pages are reached.
+    public var descriptor: FeedDescriptor
+    /// The member of each item holding its id (a string, or an integer kept as its digits):
+    /// ``descriptor``'s id when that is a member of the item itself.
+    public var idField: String {
+        get { descriptor.id.tokens.count == 1 ? descriptor.id.tokens[0] : descriptor.id.description }
+        set { descriptor.id = JSONPointer(tokens: [newValue]) }
+    }
     /// How requests authenticate; the token is sent only to the origin of ``url``.
     public var authorization: FeedAuthorization?
     /// Limit on a whole request: connecting, waiting for headers and reading the body.
@@ -45,10 +52,13 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
     /// A private CA and a client certificate; `nil` trusts the system store and sends none.
     public var tls: FeedTLS?
 
-    /// A feed at `url`; `pagination` `nil` picks one from the URL (``FeedPagination/detect(for:)``). Not checked here: see ``validate()``.
+    /// A feed at `url`, read as `descriptor` says, with its id at the member `idField` when
+    /// given; `pagination` `nil` picks one from the URL (``FeedPagination/detect(for:)``). Not
+    /// checked here: see ``validate()``.
     public init(
         url: URL,
-        idField: String = "id",
+        idField: String? = nil,
+        descriptor: FeedDescriptor = FeedDescriptor(),
         authorization: FeedAuthorization? = nil,
         requestTimeout: Duration = .seconds(30),
         maxBodyBytes: Int = 8 << 20,
@@ -58,7 +68,8 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         tls: FeedTLS? = nil
     ) {
         self.url = url
-        self.idField = idField
+        self.descriptor = descriptor
+        if let idField { self.descriptor.id = JSONPointer(tokens: [idField]) }
         self.authorization = authorization
         self.requestTimeout = requestTimeout
         self.maxBodyBytes = maxBodyBytes
@@ -73,14 +84,15 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw FeedError(.other, "feed URL \(url.redactedForLog) must be an absolute http or https URL")
         }
-        guard !idField.isEmpty else { throw FeedError(.other, "the id field name must not be empty") }
+        guard descriptor.id.tokens.first?.isEmpty == false else { throw FeedError(.other, "the id must be a member of the item, not \"\(descriptor.id)\"") }
+        try descriptor.validate()
         guard requestTimeout > .zero else { throw FeedError(.other, "the request timeout must be positive") }
         guard maxBodyBytes > 0 else { throw FeedError(.other, "the body size limit must be positive") }
     }
 
     /// For logs: the URL redacted and the token hidden.
     public var description: String {
-        "HTTPFeedConfiguration(url: \(url.redactedForLog), idField: \(idField), "
+        "HTTPFeedConfiguration(url: \(url.redactedForLog), descriptor: \(descriptor), "
             + "authorization: \(authorization.map(String.init(describing:)) ?? "none"), "
             + "requestTimeout: \(requestTimeout), maxBodyBytes: \(maxBodyBytes), pagination: \(pagination.rawValue))"
     }
@@ -89,7 +101,7 @@ public struct HTTPFeedConfiguration: Sendable, Hashable, CustomStringConvertible
     public var customMirror: Mirror {
         Mirror(self, children: [
             "url": url.redactedForLog,
-            "idField": idField,
+            "descriptor": descriptor,
             "authorization": authorization.map(String.init(describing:)) ?? "none",
             "requestTimeout": requestTimeout,
             "maxBodyBytes": maxBodyBytes,

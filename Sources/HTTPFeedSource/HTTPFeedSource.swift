@@ -26,6 +26,11 @@ public struct HTTPFeedSource: FeedSource {
     public let configuration: HTTPFeedConfiguration
     private let client: HTTPFeedClient
     private let parser: JSONPageParser
+    private let cursors: PageCursors
+    /// The body values the descriptor reads besides the items.
+    private let bodyValues: [JSONPointer]
+    /// Where the items were found, when the descriptor leaves it to the first page to tell.
+    private let detectedItems = DetectedItems()
     private let logger: Logger
     private let cache = ValidatorCache()
     private let received = ReceivedBytes()
@@ -60,7 +65,9 @@ public struct HTTPFeedSource: FeedSource {
         try configuration.validate()
         self.configuration = configuration
         self.client = client
-        self.parser = JSONPageParser(idField: configuration.idField)
+        self.parser = JSONPageParser(id: configuration.descriptor.id, updated: configuration.descriptor.updated)
+        self.cursors = PageCursors(descriptor: configuration.descriptor, feedURL: configuration.url)
+        self.bodyValues = configuration.descriptor.bodyValues
         self.logger = logger
         let tls = try configuration.tls.map { tls throws(FeedError) in try tls.configuration() }
         self.tls = tls
@@ -72,9 +79,13 @@ public struct HTTPFeedSource: FeedSource {
     public func fetchInitial() async throws -> FeedPage {
         // A page feed's refresh asks for this URL again: its validators make that a 304.
         let response = try await fetch(configuration.url, remember: true)
-        let next = LinkHeader.first("next", in: response.links)?.absoluteString
+        let next = cursors.older(response.answer)
         if isPaged(response) {
             return FeedPage(items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next)
+        }
+        guard case .automatic = configuration.descriptor.newer else {
+            // An empty feed has no newest id to ask above: its first page is asked again.
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: cursors.newer(response.answer) ?? configuration.url.absoluteString)
         }
         let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(configuration.url, minID: $0.id) }
@@ -93,6 +104,16 @@ public struct HTTPFeedSource: FeedSource {
     }
 
     private func older(_ cursor: String, olderCursorKnown: (@Sendable (String?) -> Void)?) async throws -> FeedPage {
+        guard case .linkHeader = configuration.descriptor.older else {
+            // Known only once the body is read: told then, where ``executor`` promises (the
+            // no-op header callback keeps the request on the walk's connection).
+            let response = try await fetch(try cursorURL(cursor), onLinks: olderCursorKnown.map { _ in { @Sendable _ in } })
+            let next = cursors.older(response.answer)
+            if let olderCursorKnown {
+                if let walk { try? await walk.tellNow(next, to: olderCursorKnown) } else { olderCursorKnown(next) }
+            }
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: nil)
+        }
         let onLinks = olderCursorKnown.map { known in
             { @Sendable (links: [WebLink]) in known(LinkHeader.first("next", in: links)?.absoluteString) }
         }
@@ -113,10 +134,13 @@ public struct HTTPFeedSource: FeedSource {
             // The same answer as last time, whose items are stored: caught up, cursors kept.
             return FeedPage(items: [], olderCursor: nil, newerCursor: nil)
         }
-        let next = LinkHeader.first("next", in: response.links)?.absoluteString
+        let next = cursors.older(response.answer)
         if isPaged(response) {
             // Page 1 again, or a page inside a gap: the newer cursor stays page 1.
             return FeedPage(items: response.items, olderCursor: next, newerCursor: nil, continuation: next)
+        }
+        guard case .automatic = configuration.descriptor.newer else {
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: cursors.newer(response.answer))
         }
         let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(url, minID: $0.id) }
@@ -128,6 +152,11 @@ public struct HTTPFeedSource: FeedSource {
     /// 304 would not say where the gap goes on.
     private func isRefresh(_ url: URL) -> Bool {
         if url.absoluteString == configuration.url.absoluteString { return true }
+        switch configuration.descriptor.newer {
+        case .head: return false
+        case .idParameter, .bodyURL: return true
+        case .automatic: break
+        }
         switch configuration.pagination {
         case .page: return false
         case .cursor: return true
@@ -139,6 +168,11 @@ public struct HTTPFeedSource: FeedSource {
 
     /// Whether this response is read as a page-numbered one.
     private func isPaged(_ response: Response) -> Bool {
+        switch configuration.descriptor.newer {
+        case .head: return true
+        case .idParameter, .bodyURL: return false
+        case .automatic: break
+        }
         switch configuration.pagination {
         case .page: return true
         case .cursor: return false
@@ -160,10 +194,12 @@ public struct HTTPFeedSource: FeedSource {
     // MARK: Request
 
     private struct Response: Sendable {
-        var items: [FeedItem]
-        var links: [WebLink]
+        /// What the cursors are made from.
+        var answer: PageCursors.Answer
         /// 304: the same as the last answer to this URL, whose items are stored.
         var notModified = false
+        var items: [FeedItem] { answer.items }
+        var links: [WebLink] { answer.links }
     }
 
     private struct RawResponse: Sendable {
@@ -173,6 +209,8 @@ public struct HTTPFeedSource: FeedSource {
         var url: URL
         var validators: Validators?
         var notModified = false
+        /// The descriptor's cursor header, when it has one and the answer carried it.
+        var cursorHeader: String?
     }
 
     /// Redirects followed for one request, as browsers and curl bound them.
@@ -220,22 +258,28 @@ public struct HTTPFeedSource: FeedSource {
         if raw.notModified {
             let count = cache.countNotModified()
             log(label, started, outcome: "304 Not Modified: nothing new (\(count) so far)")
-            return Response(items: [], links: [], notModified: true)
+            return Response(answer: PageCursors.Answer(url: url, items: [], values: [:], links: []), notModified: true)
         }
         received.total.add(raw.body.count, ordering: .relaxed)
-        let items: [FeedItem]
+        let page: ParsedPage
         do {
-            items = try parser.parse(raw.body)
+            page = try parser.read(raw.body, items: configuration.descriptor.items ?? detectedItems.pointer, values: bodyValues)
         } catch {
             let message = "\(label): \(error.message)"
             log(label, started, outcome: message)
             throw FeedError(.malformed, message)
         }
+        let items = page.items
+        if configuration.descriptor.items == nil, !page.itemsAt.isRoot, detectedItems.remember(page.itemsAt) {
+            logger.notice("the feed's pages hold their items at \"\(page.itemsAt)\" (found in the first page; set items to choose)", metadata: [
+                "url": "\(configuration.url.redactedForLog)",
+            ])
+        }
         // Validators are kept only for URLs that are asked again as they are (a refresh), and
         // only once the body parsed: a 304 then stands for a page whose items are stored.
         if conditional || remember, let validators = raw.validators { cache.store(validators, for: url) }
         log(label, started, outcome: "\(items.count) items")
-        return Response(items: items, links: raw.links)
+        return Response(answer: PageCursors.Answer(url: raw.url, items: items, values: page.values, links: raw.links, cursorHeader: raw.cursorHeader))
     }
 
     /// A backfill's page over the walk's connection, whose handler sends the next one; `nil`
@@ -252,8 +296,8 @@ public struct HTTPFeedSource: FeedSource {
         let answer = try await walk.fetch(url, headers: headers, label: label, onLinks: onLinks) { bytes in
             received.wire.add(Int64(bytes), ordering: .relaxed)
         }
-        guard case .page(let body, let links) = answer else { return nil }
-        return RawResponse(body: Self.data(body), links: links, url: url, validators: nil)
+        guard case .page(let body, let links, let headers) = answer else { return nil }
+        return RawResponse(body: Self.data(body), links: links, url: url, validators: nil, cursorHeader: cursorHeader(in: headers))
     }
 
     /// One request and the redirects it is allowed to follow.
@@ -315,8 +359,14 @@ public struct HTTPFeedSource: FeedSource {
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(
                 body: Self.data(buffer), links: links, url: url,
-                validators: found.isEmpty ? nil : found)
+                validators: found.isEmpty ? nil : found, cursorHeader: cursorHeader(in: response.headers))
         }
+    }
+
+    /// The value of the descriptor's cursor header in `headers`, if it has one.
+    private func cursorHeader(in headers: HTTPHeaders) -> String? {
+        guard case .headerCursor(let name, _) = configuration.descriptor.older else { return nil }
+        return headers.first(name: name)
     }
 
     private func countWire(_ bytes: Int) {
@@ -512,6 +562,22 @@ private final class ValidatorCache: Sendable {
     }
 
     var notModifiedCount: Int { state.withLock { $0.notModified } }
+}
+
+/// Where a feed's items were found in its first page, when no pointer was configured; shared by
+/// a source's copies.
+private final class DetectedItems: Sendable {
+    private let found = Mutex<JSONPointer?>(nil)
+
+    var pointer: JSONPointer? { found.withLock { $0 } }
+
+    /// Keeps `pointer`; whether it was the first time (the finding is then told once).
+    func remember(_ pointer: JSONPointer) -> Bool {
+        found.withLock { found in
+            defer { found = pointer }
+            return found == nil
+        }
+    }
 }
 
 /// Set by a request's timer when it fires.

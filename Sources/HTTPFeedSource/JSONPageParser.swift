@@ -9,14 +9,28 @@ import SyncCore
 /// server's bytes. The whole body is validated before any item is returned, so a truncated or
 /// corrupt page is rejected as a unit and nothing from it is stored.
 public struct JSONPageParser: Sendable {
-    /// The key that carries each item's id; its value must be a string or an integer.
-    public var idField: String
+    /// Where each item's id is, inside the item; its value must be a string or an integer.
+    public var id: JSONPointer
+    /// Where each item's version is, inside the item (a modification time or revision), if anywhere.
+    public var updated: JSONPointer?
     /// Deeper nesting is rejected instead of risking the stack.
     public var maxDepth = 256
 
-    /// A parser that reads each item's id from `idField`.
+    /// The member that carries each item's id, when the id is a member of the item itself.
+    public var idField: String {
+        get { id.tokens.count == 1 ? id.tokens[0] : id.description }
+        set { id = JSONPointer(tokens: [newValue]) }
+    }
+
+    /// A parser that reads each item's id from its member `idField`.
     public init(idField: String = "id") {
-        self.idField = idField
+        self.id = JSONPointer(tokens: [idField])
+    }
+
+    /// A parser that reads each item's id at `id` and its version at `updated`.
+    public init(id: JSONPointer, updated: JSONPointer? = nil) {
+        self.id = id
+        self.updated = updated
     }
 
     /// The page's items in body order (servers send newest first).
@@ -27,6 +41,8 @@ public struct JSONPageParser: Sendable {
     /// The page's items from a `Data` body; each item's payload is a slice of `body`,
     /// sharing its storage instead of copying the item's bytes.
     public func parse(_ body: Data) throws(FeedError) -> [FeedItem] {
+        // The scan below reads an id that is a member of the item; a deeper one takes the other.
+        guard id.tokens.count == 1 else { return try read(body, items: .root).items }
         let found = try body.withUnsafeBytes { raw in
             Result { () throws(FeedError) in try scan(raw.assumingMemoryBound(to: UInt8.self)) }
         }.get()
@@ -39,8 +55,8 @@ public struct JSONPageParser: Sendable {
     /// UTF-8 is checked as the scan goes: a byte above ASCII is valid JSON only inside a string,
     /// where the scanner checks its sequence, so a body that scans is valid UTF-8. Only a body that
     /// does not scan is checked whole, to say which of the two it is.
-    private func scan(_ bytes: UnsafeBufferPointer<UInt8>) throws(FeedError) -> [(id: String, bytes: Range<Int>)] {
-        var scanner = JSONScanner(bytes: bytes, idKey: Array(idField.utf8), maxDepth: maxDepth)
+    func scan(_ bytes: UnsafeBufferPointer<UInt8>) throws(FeedError) -> [(id: String, bytes: Range<Int>)] {
+        var scanner = JSONScanner(bytes: bytes, idKey: Array(id.tokens[0].utf8), maxDepth: maxDepth)
         do {
             return try scanner.page()
         } catch {
@@ -111,7 +127,7 @@ struct JSONScanner {
     }
 
     /// Scans an object; at depth 1 with `captureID`, returns the id member's value.
-    private mutating func object(depth: Int, captureID: Bool) throws(JSONSyntaxError) -> String? {
+    mutating func object(depth: Int, captureID: Bool) throws(JSONSyntaxError) -> String? {
         guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
         index += 1  // {
         var id: String?
@@ -156,7 +172,7 @@ struct JSONScanner {
     }
 
     /// The id: a non-empty string, or an integer kept in its textual form (GitHub's numeric ids).
-    private mutating func idValue() throws(JSONSyntaxError) -> String {
+    mutating func idValue() throws(JSONSyntaxError) -> String {
         guard let first = peek() else { throw truncated() }
         if first == UInt8(ascii: "\"") {
             let (range, escaped) = try skipString()
@@ -178,7 +194,7 @@ struct JSONScanner {
         throw syntax("the id must be a string or an integer")
     }
 
-    private mutating func value(depth: Int) throws(JSONSyntaxError) {
+    mutating func value(depth: Int) throws(JSONSyntaxError) {
         guard let c = peek() else { throw truncated() }
         switch c {
         case UInt8(ascii: "{"): _ = try object(depth: depth + 1, captureID: false)
@@ -192,7 +208,7 @@ struct JSONScanner {
         }
     }
 
-    private mutating func array(depth: Int) throws(JSONSyntaxError) {
+    mutating func array(depth: Int) throws(JSONSyntaxError) {
         guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
         index += 1  // [
         skipWhitespace()
@@ -217,7 +233,7 @@ struct JSONScanner {
     /// Inlined where strings are met: most are short and plain (member names, ids, dates), and
     /// end at the first byte that ``skipPlainStringBytes()`` stops at; the rest go on out of line.
     @inline(__always)
-    private mutating func skipString() throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
+    mutating func skipString() throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
         index += 1  // opening quote
         let start = index
         skipPlainStringBytes()
@@ -230,7 +246,7 @@ struct JSONScanner {
 
     /// ``skipString()`` from the first byte that needs a look of its own.
     @inline(never)
-    private mutating func skipStringRest(from start: Int) throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
+    mutating func skipStringRest(from start: Int) throws(JSONSyntaxError) -> (Range<Int>, escaped: Bool) {
         var escaped = false
         while true {
             skipPlainStringBytes()
@@ -270,7 +286,7 @@ struct JSONScanner {
     /// Most of a page is such bytes inside strings; one at a time through ``skipString()``'s
     /// switch they took most of the scan.
     @inline(__always)
-    private mutating func skipPlainStringBytes() {
+    mutating func skipPlainStringBytes() {
         guard let base = bytes.baseAddress else { return }
         let raw = UnsafeRawPointer(base)
         while bytes.count - index >= 8 {
@@ -301,7 +317,7 @@ struct JSONScanner {
     /// Steps over the rest of a multi-byte UTF-8 sequence whose `lead` byte was just read, as
     /// RFC 3629 allows it (no overlong forms, no surrogates, nothing above U+10FFFF), as Swift's
     /// own validation does.
-    private mutating func skipUTF8Sequence(lead: UInt8) throws(JSONSyntaxError) {
+    mutating func skipUTF8Sequence(lead: UInt8) throws(JSONSyntaxError) {
         // The range the first continuation byte must fall in, and how many follow it.
         let first: ClosedRange<UInt8>
         let more: Int
@@ -327,14 +343,14 @@ struct JSONScanner {
     /// Scans a string and returns its decoded UTF-8 bytes.
     ///
     /// ``skipString()`` checks it; the escapes, if any, are then decoded from the checked bytes.
-    private mutating func string() throws(JSONSyntaxError) -> [UInt8] {
+    mutating func string() throws(JSONSyntaxError) -> [UInt8] {
         let (range, escaped) = try skipString()
         return escaped ? try decoded(range) : Array(bytes[range])
     }
 
     /// The decoded bytes of a string's contents at `range`, which ``skipString()`` checked and
     /// found escapes in.
-    private mutating func decoded(_ range: Range<Int>) throws(JSONSyntaxError) -> [UInt8] {
+    mutating func decoded(_ range: Range<Int>) throws(JSONSyntaxError) -> [UInt8] {
         let end = index
         defer { index = end }
         index = range.lowerBound
@@ -377,7 +393,7 @@ struct JSONScanner {
         return out
     }
 
-    private mutating func hex4() throws(JSONSyntaxError) -> UInt32 {
+    mutating func hex4() throws(JSONSyntaxError) -> UInt32 {
         guard index + 4 <= bytes.count else { throw truncated() }
         var value: UInt32 = 0
         for _ in 0..<4 {
@@ -395,7 +411,7 @@ struct JSONScanner {
         return value
     }
 
-    private mutating func number() throws(JSONSyntaxError) {
+    mutating func number() throws(JSONSyntaxError) {
         if peek() == UInt8(ascii: "-") { index += 1 }
         guard let first = peek() else { throw truncated() }
         if first == UInt8(ascii: "0") {
@@ -420,7 +436,7 @@ struct JSONScanner {
         }
     }
 
-    private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
+    mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
         let expected = UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)
         for byte in expected {
             guard let c = peek() else { throw truncated() }
@@ -430,37 +446,37 @@ struct JSONScanner {
     }
 
     /// Whether `slice` holds exactly `expected`'s bytes.
-    private static func equal(_ slice: Slice<UnsafeBufferPointer<UInt8>>, _ expected: [UInt8]) -> Bool {
+    static func equal(_ slice: Slice<UnsafeBufferPointer<UInt8>>, _ expected: [UInt8]) -> Bool {
         guard slice.count == expected.count else { return false }
         guard let base = slice.base.baseAddress, !expected.isEmpty else { return true }
         return expected.withUnsafeBufferPointer { memcmp(base + slice.startIndex, $0.baseAddress!, expected.count) == 0 }
     }
 
-    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+    func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
 
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while let c = peek(), c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { index += 1 }
     }
 
-    private mutating func skipDigits() {
+    mutating func skipDigits() {
         while let c = peek(), isDigit(c) { index += 1 }
     }
 
-    private func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
+    func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
 
-    private func describe(_ c: UInt8) -> String {
+    func describe(_ c: UInt8) -> String {
         (0x21...0x7E).contains(c) ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x\(String(c, radix: 16))"
     }
 
-    private func truncated() -> JSONSyntaxError {
+    func truncated() -> JSONSyntaxError {
         JSONSyntaxError(message: "unexpected end of body after \(bytes.count) bytes (truncated?)")
     }
 
-    private func syntax(_ message: String, at offset: Int? = nil) -> JSONSyntaxError {
+    func syntax(_ message: String, at offset: Int? = nil) -> JSONSyntaxError {
         JSONSyntaxError(message: "\(message) at byte \(offset ?? index)")
     }
 
-    private func error(_ item: Int, _ message: String, at offset: Int? = nil) -> JSONSyntaxError {
+    func error(_ item: Int, _ message: String, at offset: Int? = nil) -> JSONSyntaxError {
         guard peek() != nil else { return truncated() }
         return JSONSyntaxError(message: "item \(item): \(message) at byte \(offset ?? index)")
     }

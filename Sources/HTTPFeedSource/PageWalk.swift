@@ -30,8 +30,8 @@ import SyncCore
 final class PageWalk: Sendable {
     /// What a walked request gave.
     enum Answer: Sendable {
-        /// A 2xx response: its body (decompressed) and its `Link` headers.
-        case page(ByteBuffer, links: [WebLink])
+        /// A 2xx response: its body (decompressed), its `Link` headers and all its header fields.
+        case page(ByteBuffer, links: [WebLink], headers: HTTPHeaders)
         /// A 3xx: the caller asks again through the pool, which follows redirects by its rules.
         case redirect
     }
@@ -121,6 +121,12 @@ final class PageWalk: Sendable {
     /// answer that came through the pool instead.
     func tell(_ links: [WebLink], to onLinks: @escaping @Sendable ([WebLink]) -> Void) {
         if loop.inEventLoop { onLinks(links) } else { loop.execute { onLinks(links) } }
+    }
+
+    /// Tells `cursor` to `known` on the walk's event loop and returns once it has: for an older
+    /// cursor known only once the body is read.
+    func tellNow(_ cursor: String?, to known: @escaping @Sendable (String?) -> Void) async throws {
+        if loop.inEventLoop { known(cursor) } else { try await loop.submit { known(cursor) }.get() }
     }
 
     /// Whether `url` is on this walk's origin.
@@ -483,7 +489,7 @@ final class WalkState {
         if let failure = request.failure { return .failure(failure) }
         guard let status = request.status else { return .failure(ChannelError.ioOnClosedChannel) }
         switch status.code {
-        case 200..<300: return .success(.page(request.body, links: request.links ?? []))
+        case 200..<300: return .success(.page(request.body, links: request.links ?? [], headers: request.responseHeaders))
         case 300..<400: return .success(.redirect)
         default: return .failure(HTTPFeedSource.statusError(status, request.responseHeaders, label: ask.label))
         }

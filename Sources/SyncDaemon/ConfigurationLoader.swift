@@ -141,12 +141,12 @@ struct ConfigurationReader {
     }
 
     private func readFeed(_ t: Section, defaults: DaemonConfiguration) throws(ConfigurationError) -> DaemonConfiguration.Feed {
-        try expectOnly(t.table, keys: [
+        try expectOnly(t.table, keys: Set<String>([
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
             "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
             "ca_file", "client_certificate", "client_key", "keep_items", "keep_days", "stale_after",
             "on_metered", "metered_budget",
-        ], table: t)
+        ]).union(Self.descriptorKeys), table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
             throw error(t, "name", "must be non-empty letters, digits, '-', '_' or '.'")
@@ -156,7 +156,14 @@ struct ConfigurationReader {
               scheme == "http" || scheme == "https", components.host?.isEmpty == false
         else { throw error(t, "url", "must be an absolute http or https URL") }
         guard let configuredURL = components.url else { throw error(t, "url", "is not a valid URL") }
-        var pagination = FeedPagination.detect(for: configuredURL)
+        var dialect: FeedDialect?
+        if let v = try string(t, "dialect") {
+            guard let known = FeedDialect(rawValue: v.lowercased()) else {
+                throw error(t, "dialect", "must be one of \(FeedDialect.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            dialect = known
+        }
+        var pagination = dialect?.pagination ?? FeedPagination.detect(for: configuredURL)
         if let v = try string(t, "pagination") {
             guard let chosen = FeedPagination(rawValue: v.lowercased()) else {
                 throw error(t, "pagination", "must be one of \(FeedPagination.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -164,7 +171,7 @@ struct ConfigurationReader {
             pagination = chosen
         }
         // GitHub reads per_page and ignores limit; Mastodon reads limit.
-        var sizeParameter = pagination == .page ? "per_page" : "limit"
+        var sizeParameter = dialect?.pageSizeParameter ?? (pagination == .page ? "per_page" : "limit")
         if let v = try string(t, "page_size_parameter") {
             guard !v.isEmpty, v.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "-_.".unicodeScalars.contains($0)) }) else {
                 throw error(t, "page_size_parameter", "must be a query parameter name (letters, digits, '-', '_', '.')")
@@ -178,8 +185,7 @@ struct ConfigurationReader {
         }
         guard let url = components.url else { throw error(t, "url", "is not a valid URL") }
 
-        var http = HTTPFeedConfiguration(url: url, pagination: pagination)
-        if let v = try string(t, "id_field") { http.idField = try nonEmpty(t, "id_field", v) }
+        var http = HTTPFeedConfiguration(url: url, descriptor: try readDescriptor(t, dialect: dialect), pagination: pagination)
         let token = try string(t, "token"), tokenFile = try string(t, "token_file")
         switch (token, tokenFile) {
         case (.some, .some): throw error(t, "token_file", "give either token or token_file, not both")
@@ -231,6 +237,109 @@ struct ConfigurationReader {
             throw error(t, "backfill", "must not exceed keep_items (\(keepItems))")
         }
         return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge, staleAfter: try duration(t, "stale_after"))
+    }
+
+    /// The keys of a feed's ``FeedDescriptor`` (docs/feeds.md).
+    static let descriptorKeys = [
+        "dialect", "items", "id", "updated", "older", "next_url", "cursor", "cursor_param", "cursor_header",
+        "last_id_param", "offset_param", "page_param", "first_page", "newer", "newer_param", "prev_url",
+        "has_more", "is_last", "total",
+    ]
+
+    /// How a feed's pages are read: its dialect's descriptor, with what the keys set instead.
+    private func readDescriptor(_ t: Section, dialect: FeedDialect?) throws(ConfigurationError) -> FeedDescriptor {
+        var descriptor = dialect?.descriptor ?? FeedDescriptor()
+        func pointer(_ key: String) throws(ConfigurationError) -> JSONPointer? {
+            guard let text = try string(t, key) else { return nil }
+            do {
+                return try JSONPointer(text)
+            } catch {
+                throw self.error(t, key, error.message)
+            }
+        }
+        func parameter(_ key: String) throws(ConfigurationError) -> String? {
+            guard let value = try string(t, key) else { return nil }
+            guard !value.isEmpty, value.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F && !"&=#?".unicodeScalars.contains($0) }) else {
+                throw error(t, key, "must be a query parameter or header name (printable ASCII, no '&', '=', '#' or '?')")
+            }
+            return value
+        }
+        if let items = try pointer("items") { descriptor.items = items }
+        let idField = try string(t, "id_field"), id = try pointer("id")
+        if idField != nil && id != nil { throw error(t, "id", "give either id (a JSON pointer) or id_field (a member name), not both") }
+        if let idField { descriptor.id = JSONPointer(tokens: [try nonEmpty(t, "id_field", idField)]) }
+        if let id {
+            guard !id.isRoot else { throw error(t, "id", "must point inside the item, e.g. \"/id\"") }
+            descriptor.id = id
+        }
+        if let updated = try pointer("updated") { descriptor.updated = updated }
+
+        // Older pages: named by `older`, or by the one key that says how.
+        let nextURL = try pointer("next_url"), cursor = try pointer("cursor"), cursorParameter = try parameter("cursor_param")
+        let cursorHeader = try parameter("cursor_header"), lastID = try parameter("last_id_param")
+        let offset = try parameter("offset_param"), page = try parameter("page_param")
+        let firstPage = try int(t, "first_page", range: 0...1)
+        var way = try string(t, "older")
+        if way == nil {
+            let named = [("next_url", nextURL != nil), ("cursor", cursor != nil), ("header", cursorHeader != nil),
+                         ("last_id", lastID != nil), ("offset", offset != nil), ("page", page != nil)].filter(\.1).map(\.0)
+            guard named.count <= 1 else { throw error(t, "older", "several ways to older pages are given (\(named.joined(separator: ", "))): choose one with older = \"…\"") }
+            way = named.first
+        }
+        switch way {
+        case nil:
+            // The dialect's way; a cursor parameter may still be renamed.
+            if let cursorParameter {
+                switch descriptor.older {
+                case .bodyCursor(let at, _): descriptor.older = .bodyCursor(at, parameter: cursorParameter)
+                case .headerCursor(let header, _): descriptor.older = .headerCursor(header: header, parameter: cursorParameter)
+                default: throw error(t, "cursor_param", "needs older = \"cursor\" or \"header\"")
+                }
+            }
+        case "link"?: descriptor.older = .linkHeader
+        case "next_url"?:
+            guard let nextURL else { throw error(t, "next_url", "is required by older = \"next_url\": the JSON pointer of the next page's URL, e.g. \"/links/next\"") }
+            descriptor.older = .bodyURL(nextURL)
+        case "cursor"?:
+            guard let cursor else { throw error(t, "cursor", "is required by older = \"cursor\": the JSON pointer of the next page's cursor, e.g. \"/cursor\"") }
+            descriptor.older = .bodyCursor(cursor, parameter: cursorParameter ?? "cursor")
+        case "header"?:
+            guard let cursorHeader else { throw error(t, "cursor_header", "is required by older = \"header\": the response header carrying the next page's cursor") }
+            descriptor.older = .headerCursor(header: cursorHeader, parameter: cursorParameter ?? "cursor")
+        case "last_id"?:
+            descriptor.older = .lastItemID(parameter: lastID ?? "starting_after")
+        case "offset"?:
+            descriptor.older = .offset(parameter: offset ?? "offset")
+        case "page"?:
+            descriptor.older = .pageNumber(parameter: page ?? "page", first: firstPage ?? 1)
+        case let other?:
+            throw error(t, "older", "must be one of link, next_url, cursor, header, last_id, offset, page (not '\(other)')")
+        }
+
+        // Newer items: named by `newer`, or by its parameter or URL.
+        let newerParameter = try parameter("newer_param"), previousURL = try pointer("prev_url")
+        switch try string(t, "newer") ?? (newerParameter != nil ? "param" : previousURL != nil ? "prev_url" : nil) {
+        case nil: break
+        case "auto"?: descriptor.newer = .automatic
+        case "head"?: descriptor.newer = .head
+        case "param"?:
+            guard let newerParameter else { throw error(t, "newer_param", "is required by newer = \"param\": the query parameter asking for the items just above an id, e.g. \"min_id\"") }
+            descriptor.newer = .idParameter(newerParameter)
+        case "prev_url"?:
+            guard let previousURL else { throw error(t, "prev_url", "is required by newer = \"prev_url\": the JSON pointer of the newer page's URL, e.g. \"/links/prev\"") }
+            descriptor.newer = .bodyURL(previousURL)
+        case let other?:
+            throw error(t, "newer", "must be one of auto, param, prev_url, head (not '\(other)')")
+        }
+        if let hasMore = try pointer("has_more") { descriptor.end.hasMore = hasMore }
+        if let isLast = try pointer("is_last") { descriptor.end.isLast = isLast }
+        if let total = try pointer("total") { descriptor.end.total = total }
+        do {
+            try descriptor.validate()
+        } catch {
+            throw self.error(t, "dialect", error.message)
+        }
+        return descriptor
     }
 
     // MARK: Typed access
