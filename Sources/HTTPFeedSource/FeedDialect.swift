@@ -22,7 +22,7 @@ public enum FeedDialect: String, Sendable, Hashable, CaseIterable {
     case notion
     /// Jira Cloud's enhanced search: `issues`, `nextPageToken`, `isLast`.
     case jira
-    /// JSON:API: `data`, `links.next` and `links.prev`.
+    /// JSON:API with the cursor pagination profile: `data`, `links.next`, `page[before]`.
     case jsonapi
     /// HAL (Spring Data REST and others): `_embedded.items`, `_links.next.href`.
     case hal
@@ -59,7 +59,7 @@ public enum FeedDialect: String, Sendable, Hashable, CaseIterable {
                 older: .bodyCursor(pointer("/nextPageToken"), parameter: "nextPageToken"), newer: .head,
                 end: PageEnd(isLast: pointer("/isLast")))
         case .jsonapi:
-            return FeedDescriptor(items: pointer("/data"), older: .bodyURL(pointer("/links/next")), newer: .bodyURL(pointer("/links/prev")))
+            return FeedDescriptor(items: pointer("/data"), older: .bodyURL(pointer("/links/next")), newer: .idParameter("page[before]"))
         case .hal:
             return FeedDescriptor(items: pointer("/_embedded/items"), older: .bodyURL(pointer("/_links/next/href")), newer: .head)
         case .jsonfeed:

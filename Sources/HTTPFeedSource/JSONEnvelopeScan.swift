@@ -6,7 +6,9 @@ public enum JSONScalar: Sendable, Hashable {
     case string(String)
     /// A number, as written.
     case number(String)
+    /// `true` or `false`.
     case bool(Bool)
+    /// `null`.
     case null
     /// An object or an array: nothing a cursor or a flag can be.
     case container
