@@ -37,6 +37,9 @@ extension JSONPageParser {
             let found = try parse(body)
             return ParsedPage(items: found, versions: Array(repeating: nil, count: found.count), values: [:], itemsAt: .root)
         }
+        if let first = Self.firstByte(of: body), first != UInt8(ascii: "{"), first != UInt8(ascii: "[") {
+            throw Self.notJSON(body, first: first)
+        }
         let at: JSONPointer
         if let items {
             at = items
@@ -100,6 +103,19 @@ extension JSONPageParser {
             guard String(validating: body, as: UTF8.self) != nil else { throw FeedError(.malformed, "page body is not valid UTF-8") }
             throw FeedError(.malformed, "malformed page: \(error.message)")
         }
+    }
+
+    /// The error for a body that is not a JSON object or array, saying what it looks like.
+    private static func notJSON(_ body: Data, first: UInt8) -> FeedError {
+        let start = String(decoding: body.prefix(256), as: UTF8.self).lowercased()
+        if start.contains("<!doctype html") || start.contains("<html") {
+            return FeedError(.malformed, "malformed page: the body is an HTML page, not JSON (a login or error page?)")
+        }
+        if start.contains("<rss") || start.contains("<feed") || start.hasPrefix("<?xml") {
+            return FeedError(.malformed, "malformed page: the body is XML (Atom or RSS?), not JSON: syncd reads JSON feeds only")
+        }
+        let shown = (0x21...0x7E).contains(first) ? "'\(Character(Unicode.Scalar(first)))'" : "byte 0x\(String(first, radix: 16))"
+        return FeedError(.malformed, "malformed page: expected a JSON array of items or an object holding them, body starts with \(shown)")
     }
 
     private static func firstByte(of body: Data) -> UInt8? {

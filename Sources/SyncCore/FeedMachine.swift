@@ -47,6 +47,11 @@ import Foundation
     private var fruitlessCursors: Set<ExactID> = []
     /// Newer pages loaded in a row since the last trigger, which bounds a gap walk.
     private var newerChain = 0
+    /// Set at start while the refresh on start has not ended: the backfill resumes only after
+    /// it. A positional older cursor (an offset, a page number) kept over a stop points at newer
+    /// items once more arrived than it skips; stored first by the refresh, they are then only
+    /// read again by the backfill, never stored below older ones.
+    private var backfillAwaitsRefresh = false
     private var lastToken: UInt64 = 0
     private var effects: [FeedEffect] = []
     private var now = Date(timeIntervalSinceReferenceDate: 0)
@@ -214,7 +219,12 @@ import Foundation
         case .start:
             started = true
             if persisted.hasLoaded {
-                if configuration.refreshOnStart { request(.newer, manual: false) }
+                if configuration.refreshOnStart {
+                    backfillAwaitsRefresh = true
+                    request(.newer, manual: false)
+                    // Not asked for (held, failed for good): nothing to wait for.
+                    if lane(.newer).running == nil && !lane(.newer).paused { backfillAwaitsRefresh = false }
+                }
                 backfill()
             } else {
                 request(.initial, manual: false)
@@ -317,6 +327,15 @@ import Foundation
     /// anything else starts a new walk.
     private mutating func begin(_ direction: Direction, chained: Bool = false, manual: Bool = false) {
         if direction == .newer && !chained { newerChain = 0 }
+        // Resumed when the refresh on start ends (``refreshOnStartEnded()``); by hand, at once.
+        if direction == .older && backfillAwaitsRefresh && !manual {
+            // No retry is scheduled any more: the state must not show one.
+            if var failure = lanes[.older]?.load.failure, failure.nextRetryAt != nil {
+                failure.nextRetryAt = nil
+                lanes[.older]?.load = .failed(failure)
+            }
+            return
+        }
         guard var lane = lanes[direction] else { return }
         lane.manual = chained ? lane.manual : manual
         lane.held = false
@@ -403,6 +422,13 @@ import Foundation
         request(.older, manual: false)
     }
 
+    /// The refresh on start has ended (caught up, failed, or cancelled): the backfill may go on.
+    private mutating func refreshOnStartEnded() {
+        guard backfillAwaitsRefresh else { return }
+        backfillAwaitsRefresh = false
+        backfill()
+    }
+
     // MARK: Answers
 
     private mutating func committed(_ direction: Direction, _ token: FetchToken, _ outcome: CommitOutcome) {
@@ -456,6 +482,7 @@ import Foundation
                 // that reaches stored items, means caught up.
                 continueNewer(manual: walkIsManual)
             }
+            if lanes[.newer]?.running == nil { backfillAwaitsRefresh = false }
         case .older:
             if outcome.inserted > 0 {
                 fruitlessCursors = []
@@ -486,6 +513,7 @@ import Foundation
 
     private mutating func failed<R: RandomSource>(_ direction: Direction, _ token: FetchToken, _ error: FeedError, random: inout R) {
         guard var lane = lanes[direction], lane.running == token else { return }
+        defer { if direction == .newer { refreshOnStartEnded() } }
         lane.running = nil
         lane.attempt += 1
         // A wait the server asked for earlier (on a page fetched ahead) still holds.

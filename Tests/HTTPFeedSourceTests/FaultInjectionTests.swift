@@ -78,7 +78,8 @@ struct FaultInjectionTests {
     func malformed() async throws {
         let error = try #require(try await error(for: "malformed"))
         #expect(error.kind == .malformed)
-        #expect(error.message.contains("JSON array"))
+        // The fault sends an HTML page, which is said as such.
+        #expect(error.message.contains("the body is an HTML page, not JSON"))
     }
 
     @Test("a correctly framed but truncated JSON body is malformed")

@@ -272,6 +272,33 @@ import Testing
         #expect(quiet.fetched.isEmpty)
     }
 
+    /// A positional older cursor (an offset) kept over a stop may point at items newer than the
+    /// stored ones once more arrived: the refresh stores those first, then the backfill resumes.
+    @Test func aResumedBackfillWaitsForTheRefreshOnStart() {
+        let stored = PersistedFeed(olderCursor: "o", newerCursor: "n", endReached: false, hasLoaded: true, itemCount: 40, lastSyncAt: nil, revision: 3)
+        let configuration = SyncConfiguration(reconnectSpread: .zero, backfillDepth: 100)
+        var h = Harness(configuration: configuration, persisted: stored)
+        h.send(.start)
+        #expect(h.fetched.map(\.direction) == [.newer], "the refresh alone")
+        h.succeed(.newer, page([], older: nil, newer: nil))
+        #expect(h.fetched.map(\.direction) == [.older], "caught up: the backfill goes on")
+        #expect(h.fetched.first?.cursor == "o")
+
+        var failing = Harness(configuration: configuration, persisted: stored)
+        failing.send(.start)
+        failing.fail(.newer, FeedError(.transport, "connection refused"))
+        #expect(failing.fetched.map(\.direction) == [.older], "a failed refresh does not hold the backfill")
+
+        var byHand = Harness(configuration: configuration, persisted: stored)
+        byHand.send(.start)
+        byHand.send(.loadOlder)
+        #expect(byHand.fetched.map(\.direction) == [.older], "asked for by hand, at once")
+
+        var quiet = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100, refreshOnStart: false), persisted: stored)
+        quiet.send(.start)
+        #expect(quiet.fetched.map(\.direction) == [.older], "no refresh on start: nothing to wait for")
+    }
+
     @Test func backfillLoadsOlderUntilTheDepthIsStored() {
         var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 5))
         h.send(.start)
