@@ -78,8 +78,10 @@ public final class HTTPFeedClient: Sendable {
     /// The client's own configuration applies (timeouts, redirects, decompression): feed sources
     /// follow redirects themselves, so give it `redirectConfiguration: .disallow` for the same
     /// checks as a pool of its own. `options` only describes it to the sources: with
-    /// `decompression` set they ask for gzip, so the client must then decompress.
-    public init(sharing client: HTTPClient, options: Options = Options()) {
+    /// `decompression` set they ask for gzip, so the client must then decompress. The default
+    /// asks for no encoding, which works with any client (`HTTPClient.shared` does not
+    /// decompress); a page that still arrives compressed fails with an error that says so.
+    public init(sharing client: HTTPClient, options: Options = Options(decompression: false)) {
         self.options = options
         self.http = client
         self.ownsPool = false

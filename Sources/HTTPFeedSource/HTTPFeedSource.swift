@@ -211,6 +211,8 @@ public struct HTTPFeedSource: FeedSource {
         var notModified = false
         /// The descriptor's cursor header, when it has one and the answer carried it.
         var cursorHeader: String?
+        /// The body's `Content-Encoding`, when not `identity`.
+        var contentEncoding: String?
     }
 
     /// Redirects followed for one request, as browsers and curl bound them.
@@ -261,6 +263,10 @@ public struct HTTPFeedSource: FeedSource {
             return Response(answer: PageCursors.Answer(url: url, items: [], values: [:], links: []), notModified: true)
         }
         received.total.add(raw.body.count, ordering: .relaxed)
+        if let refusal = refusal(of: raw, label: label) {
+            log(label, started, outcome: refusal.message)
+            throw refusal
+        }
         let page: ParsedPage
         do {
             page = try parser.read(raw.body, items: configuration.descriptor.items ?? detectedItems.pointer, values: bodyValues)
@@ -297,7 +303,9 @@ public struct HTTPFeedSource: FeedSource {
             received.wire.add(Int64(bytes), ordering: .relaxed)
         }
         guard case .page(let body, let links, let headers) = answer else { return nil }
-        return RawResponse(body: Self.data(body), links: links, url: url, validators: nil, cursorHeader: cursorHeader(in: headers))
+        return RawResponse(
+            body: Self.data(body), links: links, url: url, validators: nil, cursorHeader: cursorHeader(in: headers),
+            contentEncoding: Self.contentEncoding(headers))
     }
 
     /// One request and the redirects it is allowed to follow.
@@ -359,8 +367,42 @@ public struct HTTPFeedSource: FeedSource {
             let found = Validators(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"))
             return RawResponse(
                 body: Self.data(buffer), links: links, url: url,
-                validators: found.isEmpty ? nil : found, cursorHeader: cursorHeader(in: response.headers))
+                validators: found.isEmpty ? nil : found, cursorHeader: cursorHeader(in: response.headers),
+                contentEncoding: Self.contentEncoding(response.headers))
         }
+    }
+
+    /// The body's content coding, lowercased, unless it is none or `identity`.
+    private static func contentEncoding(_ headers: HTTPHeaders) -> String? {
+        let codings = headers["content-encoding"].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty && $0 != "identity" }
+        return codings.isEmpty ? nil : codings.joined(separator: ", ")
+    }
+
+    /// Why a successful answer is not the feed's page, when it plainly is not: a body in an
+    /// encoding that was not asked for or not decoded, or an HTML page (a login page in the
+    /// feed's place needs someone to act, and is not retried).
+    private func refusal(of raw: RawResponse, label: RequestLabel) -> FeedError? {
+        let redirected = raw.url.absoluteString == label.url.absoluteString ? "" : " (redirected to \(raw.url.redactedForLog))"
+        if let coding = raw.contentEncoding, !["gzip", "x-gzip", "deflate"].contains(coding) {
+            return FeedError(.malformed, "\(label)\(redirected): the server sent a body encoded as \(coding), which was not asked for (syncd asks for gzip or deflate)")
+        }
+        if raw.body.starts(with: [0x1F, 0x8B]) {
+            return FeedError(.malformed, "\(label)\(redirected): the body is still gzip-compressed: the HTTPClient shared with HTTPFeedClient(sharing:) "
+                + "does not decompress; give it decompression: .enabled(limit:), or leave the sharing client's options.decompression off")
+        }
+        guard let page = HTMLPage(raw.body) else { return nil }
+        if page.isLogin || Self.looksLikeLogin(raw.url) {
+            return FeedError(.malformed, "\(label)\(redirected): the server answered with a login page, not the feed: "
+                + "the request is not authorized; check token or token_file (not retried until then)", needsAction: true)
+        }
+        return FeedError(.malformed, "\(label)\(redirected): the server answered with an HTML page\(page.title.map { " (\"\($0)\")" } ?? ""), not the feed's JSON")
+    }
+
+    /// A path that names a sign-in: where single sign-on sends a request without credentials.
+    private static func looksLikeLogin(_ url: URL) -> Bool {
+        let path = url.path.lowercased()
+        return ["login", "signin", "sign_in", "sign-in", "sso", "oauth", "authorize"].contains { path.contains($0) }
     }
 
     /// The value of the descriptor's cursor header in `headers`, if it has one.
@@ -562,6 +604,30 @@ private final class ValidatorCache: Sendable {
     }
 
     var notModifiedCount: Int { state.withLock { $0.notModified } }
+}
+
+/// An HTML document where a feed page was expected: what a message can say of it.
+struct HTMLPage {
+    /// Its `<title>`, cut to 80 characters and stripped of control characters, if it has one.
+    var title: String?
+    /// It holds a password field: a sign-in form.
+    var isLogin: Bool
+
+    /// `nil` unless `body` starts (after blanks and a byte order mark) like an HTML document.
+    init?(_ body: Data) {
+        let head = String(decoding: body.prefix(64 << 10), as: UTF8.self)
+        let start = head.drop { $0.isWhitespace || $0 == "\u{FEFF}" }.prefix(256).lowercased()
+        guard start.hasPrefix("<!doctype html") || start.hasPrefix("<html") || (start.hasPrefix("<") && start.contains("<html")) else { return nil }
+        let lower = head.lowercased()
+        isLogin = lower.contains("type=\"password\"") || lower.contains("type='password'") || lower.contains("type=password")
+        if let open = head.range(of: "<title", options: .caseInsensitive),
+           let close = head.range(of: "</title>", options: .caseInsensitive, range: open.upperBound..<head.endIndex),
+           let tagEnd = head.range(of: ">", range: open.upperBound..<close.lowerBound) {
+            let text = head[tagEnd.upperBound..<close.lowerBound].unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }
+            let trimmed = String(String.UnicodeScalarView(text)).trimmingCharacters(in: .whitespacesAndNewlines)
+            title = trimmed.isEmpty ? nil : String(trimmed.prefix(80))
+        }
+    }
 }
 
 /// Where a feed's items were found in its first page, when no pointer was configured; shared by

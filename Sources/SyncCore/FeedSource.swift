@@ -85,20 +85,26 @@ public struct FeedError: Error, Sendable, Hashable, CustomStringConvertible {
     /// unreachable): evidence that the server, not the request, is the problem. A refused
     /// connection or any HTTP answer is not.
     public var serverDidNotAnswer: Bool
+    /// The answer will stay the same until someone acts, whatever its kind: a login page served
+    /// in place of the feed. Such a failure is not retried automatically (``isPermanent``).
+    public var needsAction: Bool
 
     /// A failure of `kind`, explained by `message`; `retryAfter` is the server's `Retry-After`.
-    public init(_ kind: Kind, _ message: String, retryAfter: Duration? = nil, serverDidNotAnswer: Bool = false) {
+    public init(_ kind: Kind, _ message: String, retryAfter: Duration? = nil, serverDidNotAnswer: Bool = false, needsAction: Bool = false) {
         self.kind = kind
         self.message = message
         self.retryAfter = retryAfter
         self.serverDidNotAnswer = serverDidNotAnswer
+        self.needsAction = needsAction
     }
 
     /// Errors that repeating the same request will not fix: 4xx other than 408 and 429, redirects
-    /// that are not followed (a feed that moved for good, another origin), and TLS failures
-    /// (an untrusted certificate, a host name mismatch) until the configuration changes.
+    /// that are not followed (a feed that moved for good, another origin), TLS failures
+    /// (an untrusted certificate, a host name mismatch) until the configuration changes, and
+    /// answers that ``needsAction``.
     /// They are retried only on request, never automatically.
     public var isPermanent: Bool {
+        if needsAction { return true }
         switch kind {
         case .httpStatus(let code):
             return (300..<400).contains(code) || ((400..<500).contains(code) && code != 408 && code != 429)

@@ -1,0 +1,107 @@
+import AsyncHTTPClient
+import DemoFeedServer
+import Foundation
+import HTTPFeedSource
+import NIOCore
+import SyncCore
+import Testing
+import TestSupport
+
+/// Answers that are not the feed's JSON, from `Oracle/odd_answers.py` (written in the test): each
+/// is said for what it is, with the URL and the redirect that led there, and a sign-in page is
+/// not retried. And a shared `HTTPClient` with its default options reads a feed.
+@Suite("Answers that are not the feed", .timeLimit(.minutes(2)))
+struct OddAnswerTests {
+    /// Runs `body` with the server's port; stops the server on every path.
+    func withOddServer(_ body: (Int) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory(prefix: "odd-answers")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/odd_answers.py").path
+        // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
+        let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let server = try ChildProcess([python, script], logPath: directory.file("server.log"))
+        do {
+            var port: Int?
+            try await waitUntil("the odd-answers server says its port", interval: .milliseconds(20)) {
+                struct Ready: Decodable { var port: Int }
+                port = server.output.split(separator: "\n").first.flatMap { try? JSONDecoder().decode(Ready.self, from: Data($0.utf8)).port }
+                return port != nil || !server.isRunning
+            }
+            try await body(try #require(port, "the server ended: \(server.output)"))
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    func error(_ path: String, port: Int, client: HTTPFeedClient) async throws -> FeedError? {
+        let configuration = HTTPFeedConfiguration(url: URL(string: "http://127.0.0.1:\(port)\(path)")!, requestTimeout: hangGuard)
+        let source = try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
+        return await expectFeedError { try await source.fetchInitial() }
+    }
+
+    @Test("a sign-in page, directly or after a redirect, is said as such and not retried; its title is cleaned")
+    func signInPages() async throws {
+        try await withOddServer { port in
+            try await withFeedClient { client in
+                let direct = try #require(try await error("/login-page", port: port, client: client))
+                #expect(direct.message.contains("GET http://127.0.0.1:\(port)/login-page: the server answered with a login page, not the feed"))
+                #expect(direct.message.contains("check token or token_file"))
+                #expect(direct.isPermanent, "a login page does not go away by asking again")
+                let redirected = try #require(try await error("/redirected", port: port, client: client))
+                #expect(redirected.message.contains("/redirected (redirected to http://127.0.0.1:\(port)/login?next="))
+                #expect(redirected.message.contains("): the server answered with a login page"))
+                #expect(redirected.isPermanent)
+                let other = try #require(try await error("/error-page", port: port, client: client))
+                #expect(other.message.hasSuffix(#"the server answered with an HTML page ("502 Bad Gateway"), not the feed's JSON"#))
+                #expect(!other.isPermanent, "an error page may pass")
+                #expect(!other.message.contains("\u{1B}"))
+            }
+        }
+    }
+
+    @Test("a body in an encoding not asked for is named; a gzip body reaching a client that does not decompress says what to do")
+    func encodings() async throws {
+        try await withOddServer { port in
+            try await withFeedClient { client in
+                let brotli = try #require(try await error("/brotli", port: port, client: client))
+                #expect(brotli.message.hasSuffix("the server sent a body encoded as br, which was not asked for (syncd asks for gzip or deflate)"))
+                // Decompressed by the pool, as asked.
+                let configuration = HTTPFeedConfiguration(url: URL(string: "http://127.0.0.1:\(port)/gzip-always")!, requestTimeout: hangGuard)
+                #expect(try await HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger).fetchInitial().items.map(\.id) == ["2", "1"])
+            }
+            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+            do {
+                let shared = HTTPFeedClient(sharing: http)
+                let gzipped = try #require(try await error("/gzip-always", port: port, client: shared))
+                #expect(gzipped.message.contains("the body is still gzip-compressed"))
+                #expect(gzipped.message.contains("decompression: .enabled(limit:)"))
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+        }
+    }
+
+    @Test("a shared HTTPClient with its default configuration reads a feed that gzips when asked")
+    func sharedDefaultClient() async throws {
+        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 30)])
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
+        try await server.start()
+        // No decompression: what `HTTPClient.shared` is.
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        do {
+            let page = try await server.source("home", client: HTTPFeedClient(sharing: http)).fetchInitial()
+            #expect(page.items.count == 20)
+        } catch {
+            await server.stop()
+            try? await http.shutdown()
+            throw error
+        }
+        await server.stop()
+        try await http.shutdown()
+    }
+}

@@ -1,0 +1,55 @@
+# Answers a feed client meets that are not the feed's JSON, for syncd's tests: an HTML sign-in
+# page (directly, and after a same-origin redirect to /login), an HTML error page, a body in an
+# encoding nobody asked for (br), and a gzip body sent to any client. Written independently of
+# syncd's code.
+#
+# Usage: odd_answers.py       prints {"port": N} once listening on 127.0.0.1.
+import gzip, json, os, signal, sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+
+# A child of Foundation's Process inherits SIGTERM blocked: unblocked, the test's stop ends it.
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+PAGE = json.dumps([{"id": "2", "text": "b"}, {"id": "1", "text": "a"}]).encode()
+LOGIN = b"""<!DOCTYPE html>
+<html><head><title>Sign in \x1b[31m- Example SSO</title></head>
+<body><form method="post" action="/login"><input name="user"><input type="password" name="pw"></form></body></html>"""
+ERROR = b"<html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>"
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body, headers=()):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/login-page":
+            self.send(200, LOGIN, [("Content-Type", "text/html; charset=utf-8")])
+        elif path == "/redirected":
+            self.send(302, b"", [("Location", "/login?next=%2Fredirected")])
+        elif path == "/login":
+            self.send(200, LOGIN.replace(b'type="password"', b'type="text"'), [("Content-Type", "text/html")])
+        elif path == "/error-page":
+            self.send(200, ERROR, [("Content-Type", "text/html")])
+        elif path == "/brotli":
+            # Not real brotli: what matters is the label, which nobody asked for.
+            self.send(200, b"\x8b\x02\x80" + PAGE + b"\x03", [("Content-Type", "application/json"), ("Content-Encoding", "br")])
+        elif path == "/gzip-always":
+            self.send(200, gzip.compress(PAGE), [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        else:
+            self.send(404, b'{"error":"not found"}', [("Content-Type", "application/json")])
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print(json.dumps({"port": server.server_address[1]}), flush=True)
+server.serve_forever()
