@@ -79,7 +79,7 @@ struct FaultInjectionTests {
         let error = try #require(try await error(for: "malformed"))
         #expect(error.kind == .malformed)
         // The fault sends an HTML page, which is said as such.
-        #expect(error.message.contains("the body is an HTML page, not JSON"))
+        #expect(error.message.hasSuffix("the server answered with an HTML page, not the feed's JSON"))
     }
 
     @Test("a correctly framed but truncated JSON body is malformed")
