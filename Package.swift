@@ -279,7 +279,7 @@ let package = Package(
         .executableTarget(
             name: "syncd",
             dependencies: [
-                "SyncDaemon", "SyncStore", "CMalloc", "CSQLiteConfig", "CSocket", "EventLoopExecutor",
+                "SyncDaemon", "SyncStore", "HTTPFeedSource", "SyncTerminal", "CMalloc", "CSQLiteConfig", "CSocket", "EventLoopExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -65,6 +65,37 @@ public struct FeedDescriptor: Sendable, Hashable {
         for pointer in [end.hasMore, end.isLast, end.total].compactMap({ $0 }) { try inside(pointer, "end pointer \(pointer)") }
     }
 
+    /// What this reading does, a line each (items, ids, older pages, newer items, the end), in
+    /// the configuration's words: for `syncd --check-config` and `syncd --probe`.
+    public var summary: [String] {
+        var lines = [
+            "items: " + (items.map { $0.isRoot ? "the body, an array" : "at \($0)" }
+                ?? "the body when it is an array, else the first common member holding one (data, items, results, …)"),
+            "id: \(id)" + (updated.map { ", updated: \($0)" } ?? ""),
+        ]
+        switch older {
+        case .linkHeader: lines.append("older pages: the Link header's rel=\"next\"")
+        case .bodyURL(let pointer): lines.append("older pages: the URL at \(pointer)")
+        case .bodyCursor(let pointer, let parameter): lines.append("older pages: the cursor at \(pointer), sent as \(parameter)=")
+        case .headerCursor(let header, let parameter): lines.append("older pages: the \(header) header, sent as \(parameter)=")
+        case .lastItemID(let parameter): lines.append("older pages: the last item's id, sent as \(parameter)=")
+        case .offset(let parameter): lines.append("older pages: \(parameter)= counting the items read")
+        case .pageNumber(let parameter, let first): lines.append("older pages: \(parameter)= numbering pages from \(first)")
+        }
+        switch newer {
+        case .automatic: lines.append("newer items: the Link header's rel=\"prev\", else min_id= from the newest id; page-numbered feeds read page 1 again")
+        case .idParameter(let parameter): lines.append("newer items: the newest stored id, sent as \(parameter)=")
+        case .bodyURL(let pointer): lines.append("newer items: the URL at \(pointer)")
+        case .head: lines.append("newer items: the feed's URL again, walking older to the stored items")
+        }
+        var ends: [String] = []
+        if let hasMore = end.hasMore { ends.append("\(hasMore) is false") }
+        if let isLast = end.isLast { ends.append("\(isLast) is true") }
+        if let total = end.total { ends.append("the offset reaches \(total)") }
+        lines.append("last page: " + (ends + ["no older page", "an empty page"]).joined(separator: ", or "))
+        return lines
+    }
+
     /// The values of a page's body this descriptor reads besides the items.
     var bodyValues: [JSONPointer] {
         var values: [JSONPointer] = []

@@ -93,6 +93,16 @@ public struct HTTPFeedSource: FeedSource {
         return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
     }
 
+    /// Reads the configured URL's page as a sync would and tells what it found, storing nothing.
+    ///
+    /// - Throws: ``FeedError`` as a first load would, saying what to set when the body does not fit.
+    public func probe() async throws -> FeedProbe {
+        let page = try await fetchInitial()
+        return FeedProbe(
+            itemsAt: configuration.descriptor.items ?? detectedItems.pointer ?? .root, itemCount: page.items.count,
+            firstIDs: page.items.prefix(5).map(\.id), olderCursor: page.olderCursor, newerCursor: page.newerCursor)
+    }
+
     /// The page at `cursor` (a `next` link URL); the newer cursor is left where it was.
     public func fetchOlder(cursor: String) async throws -> FeedPage {
         try await older(cursor, olderCursorKnown: nil)
@@ -604,6 +614,20 @@ private final class ValidatorCache: Sendable {
     }
 
     var notModifiedCount: Int { state.withLock { $0.notModified } }
+}
+
+/// What one page of a feed showed (``HTTPFeedSource/probe()``).
+public struct FeedProbe: Sendable, Hashable {
+    /// Where its items were.
+    public var itemsAt: JSONPointer
+    /// How many the page held.
+    public var itemCount: Int
+    /// The first ids, newest first, at most five.
+    public var firstIDs: [String]
+    /// The page just older, as a sync would ask for it; `nil` when this page is the last.
+    public var olderCursor: String?
+    /// Where newer items would be asked for.
+    public var newerCursor: String?
 }
 
 /// An HTML document where a feed page was expected: what a message can say of it.

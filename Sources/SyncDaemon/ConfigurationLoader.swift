@@ -236,7 +236,7 @@ struct ConfigurationReader {
             // Backfill would load what retention deletes, page after page.
             throw error(t, "backfill", "must not exceed keep_items (\(keepItems))")
         }
-        return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge, staleAfter: try duration(t, "stale_after"))
+        return .init(name: name, http: http, sync: sync, keepItems: keepItems, keepAge: keepAge, staleAfter: try duration(t, "stale_after"), dialect: dialect)
     }
 
     /// The keys of a feed's ``FeedDescriptor`` (docs/feeds.md).

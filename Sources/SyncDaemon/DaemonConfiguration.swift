@@ -138,6 +138,8 @@ public struct DaemonConfiguration: Sendable {
         public var keepAge: Duration?
         /// Health: the feed is stale when no page was stored for this long (`stale_after`).
         public var staleAfter: Duration?
+        /// The API's dialect its reading starts from (`dialect`), if one was named.
+        public var dialect: FeedDialect?
     }
 
     /// The defaults, with no feeds.

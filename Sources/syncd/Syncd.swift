@@ -3,6 +3,7 @@ import CMalloc
 import CSQLiteConfig
 import EventLoopExecutor
 import Foundation
+import HTTPFeedSource
 import Logging
 import ServiceLifecycle
 import SyncDaemon
@@ -64,7 +65,17 @@ struct Syncd: AsyncParsableCommand {
     @Option(help: "Override the log level (trace, debug, info, notice, warning, error, critical).")
     var logLevel: String?
 
+    @Option(help: ArgumentHelp("Read one page of a feed (a URL, or a feed's name in the configuration) as a sync would, show what was found and how its pages link, store nothing, and exit.", valueName: "url-or-feed"))
+    var probe: String?
+
+    @Option(help: ArgumentHelp("With --probe: read the page in this API's dialect (\(FeedDialect.allCases.map(\.rawValue).joined(separator: ", "))).", valueName: "name"))
+    var dialect: String?
+
     func run() async throws {
+        if let probe {
+            try await runProbe(probe)
+            return
+        }
         var configuration: DaemonConfiguration
         if demo {
             configuration = DemoDefaults.configuration()
@@ -86,6 +97,10 @@ struct Syncd: AsyncParsableCommand {
         if checkConfig {
             print("configuration OK: \(configuration.feeds.count) feed(s): \(configuration.feeds.map(\.name).joined(separator: ", "))")
             print("store \(configuration.storePath), control socket \(configuration.controlSocketPath), settle \(configuration.settle)")
+            for feed in configuration.feeds {
+                print("feed \(feed.name): \(feed.http.url.redactedForLog), dialect \(feed.dialect?.rawValue ?? "none (the keys' defaults)")")
+                for line in feed.http.descriptor.summary { print("  \(line)") }
+            }
             return
         }
 
@@ -116,6 +131,28 @@ struct Syncd: AsyncParsableCommand {
             // Said in the journal already; stderr too, for a run by hand.
             FileHandle.standardError.write(Data("syncd: \(fault)\n".utf8))
             throw ExitCode([.damaged, .replaced].contains(fault.kind) ? Self.damagedStore : Self.unusableStore)
+        }
+    }
+
+    /// `--probe`: one page read and described (``Probe``). A URL needs no configuration; a
+    /// feed's name is looked up in it. Exits 1 when no page could be read, 64 (EX_USAGE) for an
+    /// unknown dialect.
+    private func runProbe(_ target: String) async throws {
+        var chosen: FeedDialect?
+        if let dialect {
+            guard let known = FeedDialect(rawValue: dialect.lowercased()) else {
+                FileHandle.standardError.write(Data("syncd: unknown dialect '\(dialect)' (known: \(FeedDialect.allCases.map(\.rawValue).joined(separator: ", ")))\n".utf8))
+                throw ExitCode(64)
+            }
+            chosen = known
+        }
+        let isURL = target.contains("://")
+        let configuration = isURL ? nil : try? DaemonConfiguration.load(path: config)
+        do {
+            print(try await Probe.run(target, dialect: chosen, configuration: configuration))
+        } catch {
+            FileHandle.standardError.write(Data("syncd: probe: \(error)\n".utf8))
+            throw ExitCode(1)
         }
     }
 

@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `syncd --probe`: one page read from a server written in the tests (`Oracle/dialects.py`),
+/// described, and nothing stored; a page that does not fit says what to set.
+@Suite("syncd --probe", .timeLimit(.minutes(2)))
+struct ProbeCommandTests {
+    @Test("a Stripe list in its dialect: items, first ids, and the older and newer URLs")
+    func stripe() async throws {
+        try await withDialectServer(items: 45) { server in
+            let url = server.url("/v1/charges?limit=3").absoluteString
+            let output = try await runCommand([try BuildProducts.path("syncd"), "--probe", url, "--dialect", "stripe"])
+            #expect(output.contains("  dialect: stripe\n  items: at /data\n"), "\(output)")
+            #expect(output.contains("  items at /data: 3\n  first ids: ch_0000000045, ch_0000000044, ch_0000000043\n"), "\(output)")
+            #expect(output.contains("  older page: \(url)&starting_after=ch_0000000043\n"), "\(output)")
+            #expect(output.contains("  newer items from: \(url)&ending_before=ch_0000000045\n"), "\(output)")
+            #expect(output.hasSuffix("nothing was stored\n"))
+        }
+    }
+
+    @Test("a Bluesky feed without its dialect: exit 1 and what is missing; an unknown dialect: exit 64")
+    func misfits() async throws {
+        try await withDialectServer(items: 5) { server in
+            let url = server.url("/xrpc/app.bsky.feed.getAuthorFeed?actor=alice.test&limit=3").absoluteString
+            let directory = try TemporaryDirectory(prefix: "probe")
+            let probe = try ChildProcess([try BuildProducts.path("syncd"), "--probe", url], logPath: directory.file("out"))
+            #expect(await probe.stop(signal: 0) == 1)
+            #expect(probe.output.contains("syncd: probe: GET \(url): malformed page: item 0 has no string or integer at /id"), "\(probe.output)")
+            let unknown = try ChildProcess([try BuildProducts.path("syncd"), "--probe", url, "--dialect", "myspace"], logPath: directory.file("unknown"))
+            #expect(await unknown.stop(signal: 0) == 64)
+            #expect(unknown.output.contains("unknown dialect 'myspace' (known: mastodon, github"))
+            let found = try await runCommand([try BuildProducts.path("syncd"), "--probe", url, "--dialect", "bluesky"])
+            #expect(found.contains("  items at /feed: 3\n  first ids: at://did:plc:alice/app.bsky.feed.post/"), "\(found)")
+        }
+    }
+}
