@@ -31,6 +31,7 @@ public struct HTTPFeedSource: FeedSource {
     private let bodyValues: [JSONPointer]
     /// Where the items were found, when the descriptor leaves it to the first page to tell.
     private let detectedItems = DetectedItems()
+    private let unpagedWarning = Once()
     private let logger: Logger
     private let cache = ValidatorCache()
     private let received = ReceivedBytes()
@@ -80,6 +81,7 @@ public struct HTTPFeedSource: FeedSource {
         // A page feed's refresh asks for this URL again: its validators make that a 304.
         let response = try await fetch(configuration.url, remember: true)
         let next = cursors.older(response.answer)
+        warnIfUnpaged(response, next: next)
         if isPaged(response) {
             return FeedPage(items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next)
         }
@@ -155,6 +157,20 @@ public struct HTTPFeedSource: FeedSource {
         let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(url, minID: $0.id) }
         return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
+    }
+
+    /// A first page holding the page size asked for, without a `Link` to the next, is most often
+    /// an API that pages some other way (offsets, page numbers, a cursor in the body): read as a `Link` feed, it would end
+    /// after one page without a word. Said once, with what to set.
+    private func warnIfUnpaged(_ response: Response, next: String?) {
+        guard case .linkHeader = configuration.descriptor.older, next == nil, !response.items.isEmpty else { return }
+        let sizes = ["limit", "per_page", "page_size", "pagesize", "size", "count", "maxresults"]
+        let asked = URLComponents(url: configuration.url, resolvingAgainstBaseURL: false)?.queryItems?
+            .first { sizes.contains($0.name.lowercased()) }.flatMap { $0.value.flatMap(Int.init) }
+        guard response.items.count == asked, unpagedWarning.first() else { return }
+        logger.warning(
+            "the feed's first page is full (\(response.items.count) items) and has no Link rel=\"next\": if the API pages by offset, page number or a cursor, set older (docs/feeds.md), or the older items are never read",
+            metadata: ["url": "\(configuration.url.redactedForLog)"])
     }
 
     /// Whether `url` is a refresh that is asked again as it is, so a 304 means "nothing new":
@@ -668,6 +684,13 @@ private final class DetectedItems: Sendable {
             return found == nil
         }
     }
+}
+
+/// True the first time only; shared by a source's copies.
+private final class Once: Sendable {
+    private let done = Atomic<Bool>(false)
+
+    func first() -> Bool { !done.exchange(true, ordering: .relaxed) }
 }
 
 /// Set by a request's timer when it fires.

@@ -34,4 +34,20 @@ struct ProbeCommandTests {
             #expect(found.contains("  items at /feed: 3\n  first ids: at://did:plc:alice/app.bsky.feed.post/"), "\(found)")
         }
     }
+
+    /// Read as a `Link` feed, a bare array paged by offset ended after its first page without a
+    /// word (status synced): a full first page with no `Link` is now said, once, with what to set.
+    @Test("a full first page without a Link says that older pages need a key")
+    func unpagedFirstPage() async throws {
+        try await withDialectServer(items: 45) { server in
+            let url = server.url("/bareoffset/items?limit=10").absoluteString
+            let directory = try TemporaryDirectory(prefix: "probe-unpaged")
+            let probe = try ChildProcess([try BuildProducts.path("syncd"), "--probe", url], logPath: directory.file("out"))
+            #expect(await probe.stop(signal: 0) == 0)
+            #expect(probe.output.contains(#"the feed's first page is full (10 items) and has no Link rel="next": if the API pages by offset, page number or a cursor, set older"#), "\(probe.output)")
+            let last = try ChildProcess([try BuildProducts.path("syncd"), "--probe", server.url("/bareoffset/items?limit=50").absoluteString], logPath: directory.file("last"))
+            #expect(await last.stop(signal: 0) == 0)
+            #expect(!last.output.contains("first page is full"), "45 of 50: the whole feed")
+        }
+    }
 }
