@@ -14,24 +14,7 @@ import TestSupport
 struct OddAnswerTests {
     /// Runs `body` with the server's port; stops the server on every path.
     func withOddServer(_ body: (Int) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory(prefix: "odd-answers")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/odd_answers.py").path
-        // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
-        let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        let server = try ChildProcess([python, script], logPath: directory.file("server.log"))
-        do {
-            var port: Int?
-            try await waitUntil("the odd-answers server says its port", interval: .milliseconds(20)) {
-                struct Ready: Decodable { var port: Int }
-                port = server.output.split(separator: "\n").first.flatMap { try? JSONDecoder().decode(Ready.self, from: Data($0.utf8)).port }
-                return port != nil || !server.isRunning
-            }
-            try await body(try #require(port, "the server ended: \(server.output)"))
-        } catch {
-            await server.stop()
-            throw error
-        }
-        await server.stop()
+        try await withPythonOracle("odd_answers.py", directory: try TemporaryDirectory(prefix: "odd-answers"), body)
     }
 
     func error(_ path: String, port: Int, client: HTTPFeedClient) async throws -> FeedError? {

@@ -181,3 +181,33 @@ func establishedLocalPorts(toPort port: Int) throws -> [Int] {
         return ownPort
     }
 }
+
+/// Runs the Python oracle `Oracle/<script>` (a server written in the tests, sharing no code with
+/// syncd) with `arguments`, waits for the `{"port": N}` line it prints once listening, and runs
+/// `body` with that port; the server is stopped on every path. `directory` keeps its log.
+func withPythonOracle<T: Sendable>(
+    _ script: String, arguments: [String] = [], directory: TemporaryDirectory, _ body: (Int) async throws -> T
+) async throws -> T {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/\(script)").path
+    // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
+    let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
+    let server = try ChildProcess([python, path] + arguments, logPath: directory.file("\(script).log"))
+    do {
+        var port: Int?
+        try await waitUntil("\(script) says its port", interval: .milliseconds(20)) {
+            port = server.output.split(separator: "\n").first.flatMap { try? JSONDecoder().decode(OracleReady.self, from: Data($0.utf8)).port }
+            return port != nil || !server.isRunning
+        }
+        let result = try await body(try #require(port, "\(script) ended: \(server.output)"))
+        await server.stop()
+        return result
+    } catch {
+        await server.stop()
+        throw error
+    }
+}
+
+/// The line a Python oracle prints once it listens.
+private struct OracleReady: Decodable {
+    var port: Int
+}

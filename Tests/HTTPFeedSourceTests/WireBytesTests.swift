@@ -16,34 +16,25 @@ struct WireBytesTests {
         var requests: Int
     }
 
-    /// Runs `body` with the server (gzip or not) and a source for its timeline; stops both on every path.
-    func withCountingServer(gzip: Bool, _ body: (HTTPFeedSource, _ port: Int, _ sent: () throws -> Sent) async throws -> Void) async throws {
+    /// Runs `body` with the server (gzip or not) and a source for its timeline; stops both on every
+    /// path. `sent(n)` is the server's count once it has written that of `n` responses: it writes
+    /// it after each response has gone out, so a client that has its answer may read it early.
+    func withCountingServer(gzip: Bool, _ body: (HTTPFeedSource, _ port: Int, _ sent: (Int) async throws -> Sent) async throws -> Void) async throws {
         let directory = try TemporaryDirectory(prefix: "wire-bytes")
         let stats = directory.file("sent.json")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/mastodon_counting.py").path
-        // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
-        let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        let server = try ChildProcess([python, script, "0", "100", "300", stats] + (gzip ? ["gzip"] : []), logPath: directory.file("server.log"))
-        do {
-            var port: Int?
-            try await waitUntil("the counting server says its port", interval: .milliseconds(20)) {
-                struct Ready: Decodable { var port: Int }
-                port = server.output.split(separator: "\n").first.flatMap { try? JSONDecoder().decode(Ready.self, from: Data($0.utf8)).port }
-                return port != nil || !server.isRunning
-            }
-            let listening = try #require(port, "the server ended: \(server.output)")
+        try await withPythonOracle("mastodon_counting.py", arguments: ["0", "100", "300", stats] + (gzip ? ["gzip"] : []), directory: directory) { listening in
             try await withFeedClient { client in
                 let url = try #require(URL(string: "http://127.0.0.1:\(listening)/api/v1/timelines/public?limit=20"))
                 let source = try HTTPFeedSource(configuration: HTTPFeedConfiguration(url: url, requestTimeout: hangGuard), client: client, logger: quietLogger)
-                try await body(source, listening) {
-                    try JSONDecoder().decode(Sent.self, from: Data(contentsOf: URL(fileURLWithPath: stats)))
+                try await body(source, listening) { responses in
+                    func read() -> Sent? { try? JSONDecoder().decode(Sent.self, from: Data(contentsOf: URL(fileURLWithPath: stats))) }
+                    try await waitUntil("the counting server has written its count of \(responses) responses", interval: .milliseconds(5)) {
+                        (read()?.requests ?? 0) >= responses
+                    }
+                    return try #require(read())
                 }
             }
-        } catch {
-            await server.stop()
-            throw error
         }
-        await server.stop()
     }
 
     @Test(arguments: [false, true])
@@ -52,7 +43,7 @@ struct WireBytesTests {
             #expect(source.bytesReceived == 0)
             let first = try await source.fetchInitial()
             #expect(first.items.count == 20)
-            #expect(source.bytesReceived == (try sent()).bytes, "the pool's connection")
+            #expect(source.bytesReceived == (try await sent(1)).bytes, "the pool's connection")
             // Older pages go over the backfill's own connection when the caller listens for the
             // next cursor early.
             var cursor = try #require(first.olderCursor)
@@ -60,7 +51,7 @@ struct WireBytesTests {
                 let page = try await source.fetchOlder(cursor: cursor) { _ in }
                 cursor = try #require(page.olderCursor)
             }
-            let afterPages = try sent()
+            let afterPages = try await sent(3)
             #expect(afterPages.requests == 3)
             #expect(source.bytesReceived == afterPages.bytes, "pages on both connections")
             if gzip {
@@ -69,7 +60,7 @@ struct WireBytesTests {
             }
             // An error status is received too, its body with it.
             await #expect(throws: FeedError.self) { _ = try await source.fetchNewer(cursor: "http://127.0.0.1:\(port)/nowhere") }
-            #expect(source.bytesReceived == (try sent()).bytes, "with the 404")
+            #expect(source.bytesReceived == (try await sent(4)).bytes, "with the 404")
         }
     }
 }
