@@ -46,6 +46,11 @@ struct MeteredBudgetDaemonTests {
                 status.feeds.first?.older.held?.reason == .meteredBudget
             }
             let feed = try #require(held.feeds.first)
+            // The server writes its count after each response has gone out: wait for the count of
+            // every page syncd stored (40 items each).
+            try await waitUntil("the server's count of \(feed.itemCount / 40) responses", interval: .milliseconds(5)) {
+                ((try? sent())?.requests ?? 0) >= feed.itemCount / 40
+            }
             let server = try sent()
             let usage = try #require(feed.meteredUsage)
             // What syncd counts is what crossed the wire. This server sends its bodies as they are,
