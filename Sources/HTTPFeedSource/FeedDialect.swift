@@ -28,6 +28,10 @@ public enum FeedDialect: String, Sendable, Hashable, CaseIterable {
     case hal
     /// JSON Feed 1.1: `items`, `next_url`.
     case jsonfeed
+    /// Atom 1.0 (RFC 4287), paged or archived by RFC 5005 (`next`, `prev-archive`).
+    case atom
+    /// RSS 2.0, paged by `atom:link rel="next"` where the channel has one.
+    case rss
 
     /// How its pages are read.
     public var descriptor: FeedDescriptor {
@@ -64,6 +68,10 @@ public enum FeedDialect: String, Sendable, Hashable, CaseIterable {
             return FeedDescriptor(items: pointer("/_embedded/items"), older: .bodyURL(pointer("/_links/next/href")), newer: .head)
         case .jsonfeed:
             return FeedDescriptor(items: pointer("/items"), updated: pointer("/date_modified"), older: .bodyURL(pointer("/next_url")), newer: .head)
+        case .atom, .rss:
+            // Entries are read as JSON objects of their common fields (docs/feeds.md); the
+            // document's own links say where older entries are.
+            return FeedDescriptor(newer: .head)
         }
     }
 
@@ -76,7 +84,7 @@ public enum FeedDialect: String, Sendable, Hashable, CaseIterable {
         case .jira: "maxResults"
         case .jsonapi: "page[size]"
         case .hal: "size"
-        case .jsonfeed: "limit"
+        case .jsonfeed, .atom, .rss: "limit"
         }
     }
 

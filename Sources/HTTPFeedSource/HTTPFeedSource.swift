@@ -32,6 +32,8 @@ public struct HTTPFeedSource: FeedSource {
     /// Where the items were found, when the descriptor leaves it to the first page to tell.
     private let detectedItems = DetectedItems()
     private let unpagedWarning = Once()
+    /// What the last syndication document was, for ``probe()``.
+    private let syndication = LastValue<String>()
     private let logger: Logger
     private let cache = ValidatorCache()
     private let received = ReceivedBytes()
@@ -101,7 +103,7 @@ public struct HTTPFeedSource: FeedSource {
     public func probe() async throws -> FeedProbe {
         let page = try await fetchInitial()
         return FeedProbe(
-            itemsAt: configuration.descriptor.items ?? detectedItems.pointer ?? .root, itemCount: page.items.count,
+            itemsAt: configuration.descriptor.items ?? detectedItems.pointer ?? .root, document: syndication.value, itemCount: page.items.count,
             firstIDs: page.items.prefix(5).map(\.id), olderCursor: page.olderCursor, newerCursor: page.newerCursor)
     }
 
@@ -126,16 +128,22 @@ public struct HTTPFeedSource: FeedSource {
             }
             return FeedPage(items: response.items, olderCursor: next, newerCursor: nil)
         }
+        // Told from the header when it has a `next`; otherwise once the body is read, which may
+        // link the next page itself (Atom, RSS).
+        let told = Once()
         let onLinks = olderCursorKnown.map { known in
-            { @Sendable (links: [WebLink]) in known(LinkHeader.first("next", in: links)?.absoluteString) }
+            { @Sendable (links: [WebLink]) in
+                if let next = LinkHeader.first("next", in: links), told.first() { known(next.absoluteString) }
+            }
         }
         let response = try await fetch(try cursorURL(cursor), onLinks: onLinks)
         // The older page's prev link points back into items already stored; the newer cursor
         // stays where the newest page left it.
-        return FeedPage(
-            items: response.items,
-            olderCursor: LinkHeader.first("next", in: response.links)?.absoluteString,
-            newerCursor: nil)
+        let next = cursors.older(response.answer)
+        if let olderCursorKnown, told.first() {
+            if let walk { try? await walk.tellNow(next, to: olderCursorKnown) } else { olderCursorKnown(next) }
+        }
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: nil)
     }
 
     /// The page at `cursor`, sent conditionally when it is a refresh, so a 304 is an empty page: caught up.
@@ -194,6 +202,8 @@ public struct HTTPFeedSource: FeedSource {
 
     /// Whether this response is read as a page-numbered one.
     private func isPaged(_ response: Response) -> Bool {
+        // A syndication document links older pages or archives only: newer entries are on its head.
+        if response.syndicated, case .automatic = configuration.descriptor.newer { return true }
         switch configuration.descriptor.newer {
         case .head: return true
         case .idParameter, .bodyURL: return false
@@ -224,6 +234,8 @@ public struct HTTPFeedSource: FeedSource {
         var answer: PageCursors.Answer
         /// 304: the same as the last answer to this URL, whose items are stored.
         var notModified = false
+        /// An Atom or RSS document: read from its head down, as its archives link it.
+        var syndicated = false
         var items: [FeedItem] { answer.items }
         var links: [WebLink] { answer.links }
     }
@@ -294,8 +306,19 @@ public struct HTTPFeedSource: FeedSource {
             throw refusal
         }
         let page: ParsedPage
+        var links = raw.links
+        var syndicated = false
         do {
-            page = try parser.read(raw.body, items: configuration.descriptor.items ?? detectedItems.pointer, values: bodyValues)
+            if Self.startsWithMarkup(raw.body), SyndicationParser.looksLikeSyndication(raw.body) {
+                // Atom or RSS: its entries as JSON objects, its own links (RFC 5005) beside the header's.
+                let document = try SyndicationParser.parse(raw.body, url: raw.url)
+                page = ParsedPage(items: document.items, versions: document.versions, values: [:], itemsAt: .root)
+                links += document.links
+                syndicated = true
+                syndication.set(document.format == .atom ? "an Atom document's entries" : "an RSS channel's items")
+            } else {
+                page = try parser.read(raw.body, items: configuration.descriptor.items ?? detectedItems.pointer, values: bodyValues)
+            }
         } catch {
             let message = "\(label): \(error.message)"
             log(label, started, outcome: message)
@@ -311,7 +334,9 @@ public struct HTTPFeedSource: FeedSource {
         // only once the body parsed: a 304 then stands for a page whose items are stored.
         if conditional || remember, let validators = raw.validators { cache.store(validators, for: url) }
         log(label, started, outcome: "\(items.count) items")
-        return Response(answer: PageCursors.Answer(url: raw.url, items: items, values: page.values, links: raw.links, cursorHeader: raw.cursorHeader))
+        return Response(
+            answer: PageCursors.Answer(url: raw.url, items: items, values: page.values, links: links, cursorHeader: raw.cursorHeader),
+            syndicated: syndicated)
     }
 
     /// A backfill's page over the walk's connection, whose handler sends the next one; `nil`
@@ -398,6 +423,14 @@ public struct HTTPFeedSource: FeedSource {
         }
     }
 
+    /// Whether the body's first byte past blanks and a UTF-8 byte order mark is `<`: the only
+    /// bodies worth asking the syndication parser about (it copies the body to look).
+    private static func startsWithMarkup(_ body: Data) -> Bool {
+        var rest = body[...]
+        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+        return rest.first { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) } == UInt8(ascii: "<")
+    }
+
     /// The body's content coding, lowercased, unless it is none or `identity`.
     private static func contentEncoding(_ headers: HTTPHeaders) -> String? {
         let codings = headers["content-encoding"].flatMap { $0.split(separator: ",") }
@@ -450,7 +483,8 @@ public struct HTTPFeedSource: FeedSource {
     /// The headers of a GET of `url`.
     private func requestHeaders(_ url: URL, validators: Validators?) throws -> HTTPHeaders {
         var headers = HTTPHeaders()
-        headers.add(name: "Accept", value: "application/json")
+        // JSON first; Atom and RSS are read too.
+        headers.add(name: "Accept", value: "application/json, application/feed+json;q=0.9, application/atom+xml;q=0.8, application/rss+xml;q=0.8, application/xml;q=0.5")
         headers.add(name: "User-Agent", value: configuration.userAgent)
         if client.options.decompression {
             headers.add(name: "Accept-Encoding", value: "gzip, deflate")
@@ -634,8 +668,10 @@ private final class ValidatorCache: Sendable {
 
 /// What one page of a feed showed (``HTTPFeedSource/probe()``).
 public struct FeedProbe: Sendable, Hashable {
-    /// Where its items were.
+    /// Where its items were, in a JSON body.
     public var itemsAt: JSONPointer
+    /// What the body was when it was not JSON: "an Atom document's entries", "an RSS channel's items".
+    public var document: String?
     /// How many the page held.
     public var itemCount: Int
     /// The first ids, newest first, at most five.
@@ -684,6 +720,14 @@ private final class DetectedItems: Sendable {
             return found == nil
         }
     }
+}
+
+/// The latest of some value; shared by a source's copies.
+private final class LastValue<Value: Sendable>: Sendable {
+    private let latest = Mutex<Value?>(nil)
+
+    func set(_ value: Value) { latest.withLock { $0 = value } }
+    var value: Value? { latest.withLock { $0 } }
 }
 
 /// True the first time only; shared by a source's copies.

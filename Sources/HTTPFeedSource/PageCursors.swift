@@ -24,7 +24,8 @@ struct PageCursors {
         if isLast(answer) { return nil }
         switch descriptor.older {
         case .linkHeader:
-            return LinkHeader.first("next", in: answer.links)?.absoluteString
+            // RFC 5005: a paged feed's `next`, or an archived feed's `prev-archive`.
+            return (LinkHeader.first("next", in: answer.links) ?? LinkHeader.first("prev-archive", in: answer.links))?.absoluteString
         case .bodyURL(let pointer):
             guard let text = answer.values[pointer]?.text else { return nil }
             return URL(string: text, relativeTo: answer.url)?.absoluteURL.absoluteString

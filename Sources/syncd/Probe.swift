@@ -42,7 +42,8 @@ enum Probe {
         lines.append("  dialect: \(dialect?.rawValue ?? "none (the keys' defaults)")")
         lines += configuration.descriptor.summary.map { "  \($0)" }
         lines.append("found:")
-        lines.append("  items at \(probe.itemsAt.isRoot ? "the body (an array)" : probe.itemsAt.description.terminalSafe): \(probe.itemCount)")
+        let place = probe.document ?? (probe.itemsAt.isRoot ? "the body, an array" : "at \(probe.itemsAt.description.terminalSafe)")
+        lines.append("  items: \(probe.itemCount), \(place)")
         if !probe.firstIDs.isEmpty {
             lines.append("  first ids: \(probe.firstIDs.map { $0.terminalSafe }.joined(separator: ", "))")
         }

@@ -44,6 +44,9 @@ struct DialectSyncTests {
         Case(dialect: "headercursor", path: "/headercursor/items?limit=10", descriptor: FeedDescriptor(
             older: .headerCursor(header: "X-Next-Cursor", parameter: "cursor"), newer: .head)),
         Case(dialect: "opaque", path: "/opaque/items?limit=10", descriptor: FeedDescriptor(newer: .head)),
+        // Read without a dialect: found to be Atom and RSS by their bodies.
+        Case(dialect: "atom", path: "/atom/current.xml", descriptor: FeedDescriptor()),
+        Case(dialect: "rss", path: "/rss.xml", descriptor: FeedDialect.rss.descriptor),
     ]
 
     static func configuration(backfill: Int) -> SyncConfiguration {

@@ -12,7 +12,7 @@ struct ProbeCommandTests {
             let url = server.url("/v1/charges?limit=3").absoluteString
             let output = try await runCommand([try BuildProducts.path("syncd"), "--probe", url, "--dialect", "stripe"])
             #expect(output.contains("  dialect: stripe\n  items: at /data\n"), "\(output)")
-            #expect(output.contains("  items at /data: 3\n  first ids: ch_0000000045, ch_0000000044, ch_0000000043\n"), "\(output)")
+            #expect(output.contains("  items: 3, at /data\n  first ids: ch_0000000045, ch_0000000044, ch_0000000043\n"), "\(output)")
             #expect(output.contains("  older page: \(url)&starting_after=ch_0000000043\n"), "\(output)")
             #expect(output.contains("  newer items from: \(url)&ending_before=ch_0000000045\n"), "\(output)")
             #expect(output.hasSuffix("nothing was stored\n"))
@@ -31,7 +31,7 @@ struct ProbeCommandTests {
             #expect(await unknown.stop(signal: 0) == 64)
             #expect(unknown.output.contains("unknown dialect 'myspace' (known: mastodon, github"))
             let found = try await runCommand([try BuildProducts.path("syncd"), "--probe", url, "--dialect", "bluesky"])
-            #expect(found.contains("  items at /feed: 3\n  first ids: at://did:plc:alice/app.bsky.feed.post/"), "\(found)")
+            #expect(found.contains("  items: 3, at /feed\n  first ids: at://did:plc:alice/app.bsky.feed.post/"), "\(found)")
         }
     }
 
@@ -48,6 +48,17 @@ struct ProbeCommandTests {
             let last = try ChildProcess([try BuildProducts.path("syncd"), "--probe", server.url("/bareoffset/items?limit=50").absoluteString], logPath: directory.file("last"))
             #expect(await last.stop(signal: 0) == 0)
             #expect(!last.output.contains("first page is full"), "45 of 50: the whole feed")
+        }
+    }
+
+    @Test("an Atom archive and an RSS channel, found by their bodies")
+    func syndication() async throws {
+        try await withDialectServer(items: 45) { server in
+            let atom = try await runCommand([try BuildProducts.path("syncd"), "--probe", server.url("/atom/current.xml").absoluteString])
+            #expect(atom.contains("  items: 5, an Atom document's entries\n  first ids: tag:example.test,2026:item-45, "), "\(atom)")
+            #expect(atom.contains("  older page: \(server.url("/atom/archive/2.xml").absoluteString)\n"), "\(atom)")
+            let rss = try await runCommand([try BuildProducts.path("syncd"), "--probe", server.url("/rss.xml").absoluteString, "--dialect", "rss"])
+            #expect(rss.contains("  items: 20, an RSS channel's items\n  first ids: item-45, item-44"), "\(rss)")
         }
     }
 }
