@@ -52,6 +52,8 @@ import Foundation
     /// items once more arrived than it skips; stored first by the refresh, they are then only
     /// read again by the backfill, never stored below older ones.
     private var backfillAwaitsRefresh = false
+    /// A refresh was asked for while a newer load ran: another runs when that walk ends.
+    private var refreshAgain = false
     private var lastToken: UInt64 = 0
     private var effects: [FeedEffect] = []
     private var now = Date(timeIntervalSinceReferenceDate: 0)
@@ -231,6 +233,9 @@ import Foundation
             }
         case .refresh:
             if persisted.hasLoaded {
+                // A load already under way began before this was asked for: what came since is
+                // fetched by another, once it ends.
+                if lane(.newer).running != nil { refreshAgain = true }
                 request(.newer, manual: true)
             } else {
                 started = true
@@ -326,7 +331,11 @@ import Foundation
     /// catch-up or gap walk), which counts towards the walk's bound and is as manual as the walk;
     /// anything else starts a new walk.
     private mutating func begin(_ direction: Direction, chained: Bool = false, manual: Bool = false) {
-        if direction == .newer && !chained { newerChain = 0 }
+        if direction == .newer && !chained {
+            newerChain = 0
+            // A new walk covers any refresh asked for before it.
+            refreshAgain = false
+        }
         // Resumed when the refresh on start ends (``refreshOnStartEnded()``); by hand, at once.
         if direction == .older && backfillAwaitsRefresh && !manual {
             // No retry is scheduled any more: the state must not show one.
@@ -482,7 +491,13 @@ import Foundation
                 // that reaches stored items, means caught up.
                 continueNewer(manual: walkIsManual)
             }
-            if lanes[.newer]?.running == nil { backfillAwaitsRefresh = false }
+            if lanes[.newer]?.running == nil {
+                backfillAwaitsRefresh = false
+                if refreshAgain {
+                    refreshAgain = false
+                    request(.newer, manual: true)
+                }
+            }
         case .older:
             if outcome.inserted > 0 {
                 fruitlessCursors = []
@@ -513,7 +528,16 @@ import Foundation
 
     private mutating func failed<R: RandomSource>(_ direction: Direction, _ token: FetchToken, _ error: FeedError, random: inout R) {
         guard var lane = lanes[direction], lane.running == token else { return }
-        defer { if direction == .newer { refreshOnStartEnded() } }
+        defer {
+            if direction == .newer {
+                refreshOnStartEnded()
+                if refreshAgain {
+                    // Asked for by hand while this one ran: it goes out now, not after the backoff.
+                    refreshAgain = false
+                    request(.newer, manual: true)
+                }
+            }
+        }
         lane.running = nil
         lane.attempt += 1
         // A wait the server asked for earlier (on a page fetched ahead) still holds.

@@ -299,6 +299,27 @@ import Testing
         #expect(quiet.fetched.map(\.direction) == [.older], "no refresh on start: nothing to wait for")
     }
 
+    /// A refresh asked for while a newer load runs (a retry, a periodic refresh) is not lost: the
+    /// load in flight began before it, and may miss what came since.
+    @Test func aRefreshAskedForDuringALoadRunsAfterIt() {
+        let stored = PersistedFeed(olderCursor: nil, newerCursor: "n", endReached: true, hasLoaded: true, itemCount: 40, lastSyncAt: nil, revision: 3)
+        var h = Harness(configuration: .init(reconnectSpread: .zero), persisted: stored)
+        h.send(.start)
+        #expect(h.fetched.map(\.direction) == [.newer])
+        h.send(.refresh)
+        #expect(h.fetched.isEmpty, "one load at a time")
+        h.succeed(.newer, page([], older: nil, newer: nil))
+        #expect(h.fetched.map(\.direction) == [.newer], "the refresh asked for meanwhile")
+        h.succeed(.newer, page([], older: nil, newer: nil))
+        #expect(h.fetched.isEmpty, "and only once")
+
+        var failing = Harness(configuration: .init(reconnectSpread: .zero), persisted: stored)
+        failing.send(.start)
+        failing.send(.refresh)
+        failing.fail(.newer, FeedError(.transport, "connection reset"))
+        #expect(failing.fetched.map(\.direction) == [.newer], "at once, not after the backoff")
+    }
+
     @Test func backfillLoadsOlderUntilTheDepthIsStored() {
         var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 5))
         h.send(.start)
