@@ -212,7 +212,11 @@ public struct HTTPFeedSource: FeedSource {
         switch configuration.pagination {
         case .page: return true
         case .cursor: return false
-        case .automatic: return Self.looksPaged(response.links)
+        case .automatic:
+            // A cursor feed that links no `prev` never said it answers `min_id`: one that ignores
+            // it (opaque cursors) would answer the head again, and the items between lost. Its
+            // newer items are read from the head down to the stored ones instead.
+            return Self.looksPaged(response.links) || (!response.items.isEmpty && LinkHeader.previous(in: response.links) == nil)
         }
     }
 

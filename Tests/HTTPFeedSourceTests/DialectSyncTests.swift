@@ -43,7 +43,9 @@ struct DialectSyncTests {
         Case(dialect: "bareoffset", path: "/bareoffset/items?limit=10", descriptor: FeedDescriptor(older: .offset(parameter: "offset"), newer: .head)),
         Case(dialect: "headercursor", path: "/headercursor/items?limit=10", descriptor: FeedDescriptor(
             older: .headerCursor(header: "X-Next-Cursor", parameter: "cursor"), newer: .head)),
-        Case(dialect: "opaque", path: "/opaque/items?limit=10", descriptor: FeedDescriptor(newer: .head)),
+        // The default reading: no `prev` link, so newer items are read from the head (asked with
+        // min_id, which this server ignores, 15 of 25 new items were lost).
+        Case(dialect: "opaque", path: "/opaque/items?limit=10", descriptor: FeedDescriptor()),
         // Read without a dialect: found to be Atom and RSS by their bodies.
         Case(dialect: "atom", path: "/atom/current.xml", descriptor: FeedDescriptor()),
         Case(dialect: "rss", path: "/rss.xml", descriptor: FeedDialect.rss.descriptor),
