@@ -695,6 +695,10 @@ struct HTMLPage {
 
     /// `nil` unless `body` starts (after blanks and a byte order mark) like an HTML document.
     init?(_ body: Data) {
+        // Every page passes here: only a body that opens with markup is decoded to look closer.
+        var rest = body[...]
+        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+        guard rest.first(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) == UInt8(ascii: "<") else { return nil }
         let head = String(decoding: body.prefix(64 << 10), as: UTF8.self)
         let start = head.drop { $0.isWhitespace || $0 == "\u{FEFF}" }.prefix(256).lowercased()
         guard start.hasPrefix("<!doctype html") || start.hasPrefix("<html") || (start.hasPrefix("<") && start.contains("<html")) else { return nil }
