@@ -54,6 +54,9 @@ import Foundation
     private var backfillAwaitsRefresh = false
     /// A refresh was asked for while a newer load ran: another runs when that walk ends.
     private var refreshAgain = false
+
+    /// Whether a refresh asked for during a newer walk waits for that walk to end.
+    public var refreshIsPending: Bool { refreshAgain }
     private var lastToken: UInt64 = 0
     private var effects: [FeedEffect] = []
     private var now = Date(timeIntervalSinceReferenceDate: 0)

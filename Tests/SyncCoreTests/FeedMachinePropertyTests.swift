@@ -142,8 +142,13 @@ private struct SimServer {
             default:
                 break
             }
+            let pendingBefore = h.machine.refreshIsPending
             let produced = h.send(event)
             let context = "seed \(seed) step \(step) \(event)"
+            // A refresh asked for during a newer walk runs when that walk ends: asked for by hand.
+            if pendingBefore, !h.machine.refreshIsPending, produced.contains(where: { if case .fetch(let request) = $0 { request.direction == .newer } else { false } }) {
+                manual.insert(.newer)
+            }
             // What the link's cost holds back, by the test's own account of the events.
             // (The run's 150 steps stay within one day: the usage sent is today's throughout.)
             let budgetSpent = metered && configuration.meteredBudget.map { used >= $0.bytesPerDay } == true
