@@ -118,22 +118,15 @@ public struct HTTPFeedSource: FeedSource {
     }
 
     private func older(_ cursor: String, olderCursorKnown: (@Sendable (String?) -> Void)?) async throws -> FeedPage {
-        guard case .linkHeader = configuration.descriptor.older else {
-            // Known only once the body is read: told then, where ``executor`` promises (the
-            // no-op header callback keeps the request on the walk's connection).
-            let response = try await fetch(try cursorURL(cursor), onLinks: olderCursorKnown.map { _ in { @Sendable _ in } })
-            let next = cursors.older(response.answer)
-            if let olderCursorKnown {
-                if let walk { try? await walk.tellNow(next, to: olderCursorKnown) } else { olderCursorKnown(next) }
-            }
-            return FeedPage(items: response.items, olderCursor: next, newerCursor: nil)
-        }
-        // Told from the header when it has a `next`; otherwise once the body is read, which may
-        // link the next page itself (Atom, RSS).
+        // Told as the headers are read when a `Link` feed's header has a `next`; otherwise once
+        // the body is read (a body cursor, or Atom and RSS, whose documents link the next page),
+        // where ``executor`` promises. A callback of some kind keeps the request on the walk's
+        // connection.
+        let fromHeader = configuration.descriptor.older == .linkHeader
         let told = Once()
         let onLinks = olderCursorKnown.map { known in
             { @Sendable (links: [WebLink]) in
-                if let next = LinkHeader.first("next", in: links), told.first() { known(next.absoluteString) }
+                if fromHeader, let next = LinkHeader.first("next", in: links), told.first() { known(next.absoluteString) }
             }
         }
         let response = try await fetch(try cursorURL(cursor), onLinks: onLinks)
@@ -313,7 +306,8 @@ public struct HTTPFeedSource: FeedSource {
         var links = raw.links
         var syndicated = false
         do {
-            if Self.startsWithMarkup(raw.body), SyndicationParser.looksLikeSyndication(raw.body) {
+            // Asked only of a body that opens with markup: the syndication parser copies the body to look.
+            if opensWithMarkup(raw.body), SyndicationParser.looksLikeSyndication(raw.body) {
                 // Atom or RSS: its entries as JSON objects, its own links (RFC 5005) beside the header's.
                 let document = try SyndicationParser.parse(raw.body, url: raw.url)
                 page = ParsedPage(items: document.items, versions: document.versions, values: [:], itemsAt: .root)
@@ -425,14 +419,6 @@ public struct HTTPFeedSource: FeedSource {
                 validators: found.isEmpty ? nil : found, cursorHeader: cursorHeader(in: response.headers),
                 contentEncoding: Self.contentEncoding(response.headers))
         }
-    }
-
-    /// Whether the body's first byte past blanks and a UTF-8 byte order mark is `<`: the only
-    /// bodies worth asking the syndication parser about (it copies the body to look).
-    private static func startsWithMarkup(_ body: Data) -> Bool {
-        var rest = body[...]
-        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
-        return rest.first { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) } == UInt8(ascii: "<")
     }
 
     /// The body's content coding, lowercased, unless it is none or `identity`.
@@ -696,9 +682,7 @@ struct HTMLPage {
     /// `nil` unless `body` starts (after blanks and a byte order mark) like an HTML document.
     init?(_ body: Data) {
         // Every page passes here: only a body that opens with markup is decoded to look closer.
-        var rest = body[...]
-        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
-        guard rest.first(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }) == UInt8(ascii: "<") else { return nil }
+        guard opensWithMarkup(body) else { return nil }
         let head = String(decoding: body.prefix(64 << 10), as: UTF8.self)
         let start = head.drop { $0.isWhitespace || $0 == "\u{FEFF}" }.prefix(256).lowercased()
         guard start.hasPrefix("<!doctype html") || start.hasPrefix("<html") || (start.hasPrefix("<") && start.contains("<html")) else { return nil }

@@ -107,10 +107,10 @@ extension JSONPageParser {
 
     /// The error for a body that is not a JSON object or array, saying what it looks like.
     private static func notJSON(_ body: Data, first: UInt8) -> FeedError {
-        let start = String(decoding: body.prefix(256), as: UTF8.self).lowercased()
-        if start.contains("<!doctype html") || start.contains("<html") {
+        if HTMLPage(body) != nil {
             return FeedError(.malformed, "malformed page: the body is an HTML page, not JSON (a login or error page?)")
         }
+        let start = String(decoding: body.prefix(256), as: UTF8.self).lowercased()
         if start.contains("<rss") || start.contains("<feed") || start.hasPrefix("<?xml") {
             return FeedError(.malformed, "malformed page: the body is XML (Atom or RSS?), not JSON: syncd reads JSON feeds only")
         }
@@ -119,6 +119,18 @@ extension JSONPageParser {
     }
 
     private static func firstByte(of body: Data) -> UInt8? {
-        body.first { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }
+        firstSignificantByte(of: body, skippingByteOrderMark: false)
     }
+}
+
+/// The body's first byte past JSON's blanks (and a UTF-8 byte order mark, when asked to skip it).
+func firstSignificantByte(of body: Data, skippingByteOrderMark: Bool) -> UInt8? {
+    var rest = body[...]
+    if skippingByteOrderMark, rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+    return rest.first { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }
+}
+
+/// Whether the body opens with `<` past blanks and a byte order mark: HTML, XML, Atom, RSS.
+func opensWithMarkup(_ body: Data) -> Bool {
+    firstSignificantByte(of: body, skippingByteOrderMark: true) == UInt8(ascii: "<")
 }
