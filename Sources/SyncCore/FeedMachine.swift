@@ -339,7 +339,7 @@ import Foundation
             // A new walk covers any refresh asked for before it.
             refreshAgain = false
         }
-        // Resumed when the refresh on start ends (``refreshOnStartEnded()``); by hand, at once.
+        // Resumed when the refresh on start ends (``newerWalkEnded()``); by hand, at once.
         if direction == .older && backfillAwaitsRefresh && !manual {
             // No retry is scheduled any more: the state must not show one.
             if var failure = lanes[.older]?.load.failure, failure.nextRetryAt != nil {
@@ -434,8 +434,14 @@ import Foundation
         request(.older, manual: false)
     }
 
-    /// The refresh on start has ended (caught up, failed, or cancelled): the backfill may go on.
-    private mutating func refreshOnStartEnded() {
+    /// A newer walk has ended (caught up, stopped, or failed): a refresh asked for by hand while
+    /// it ran goes out now, not after a backoff, and a backfill held for the refresh on start
+    /// goes on.
+    private mutating func newerWalkEnded() {
+        if refreshAgain {
+            refreshAgain = false
+            request(.newer, manual: true)
+        }
         guard backfillAwaitsRefresh else { return }
         backfillAwaitsRefresh = false
         backfill()
@@ -494,13 +500,7 @@ import Foundation
                 // that reaches stored items, means caught up.
                 continueNewer(manual: walkIsManual)
             }
-            if lanes[.newer]?.running == nil {
-                backfillAwaitsRefresh = false
-                if refreshAgain {
-                    refreshAgain = false
-                    request(.newer, manual: true)
-                }
-            }
+            if lanes[.newer]?.running == nil { newerWalkEnded() }
         case .older:
             if outcome.inserted > 0 {
                 fruitlessCursors = []
@@ -531,16 +531,7 @@ import Foundation
 
     private mutating func failed<R: RandomSource>(_ direction: Direction, _ token: FetchToken, _ error: FeedError, random: inout R) {
         guard var lane = lanes[direction], lane.running == token else { return }
-        defer {
-            if direction == .newer {
-                refreshOnStartEnded()
-                if refreshAgain {
-                    // Asked for by hand while this one ran: it goes out now, not after the backoff.
-                    refreshAgain = false
-                    request(.newer, manual: true)
-                }
-            }
-        }
+        defer { if direction == .newer { newerWalkEnded() } }
         lane.running = nil
         lane.attempt += 1
         // A wait the server asked for earlier (on a page fetched ahead) still holds.
