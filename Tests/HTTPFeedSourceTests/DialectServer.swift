@@ -35,25 +35,9 @@ final class DialectServer: Sendable {
 
     /// Starts the server with items 1...`items` (larger is newer) on a free port.
     static func start(items: Int) async throws -> DialectServer {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/dialects.py").path
         let directory = try TemporaryDirectory(prefix: "dialects")
-        // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
-        let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        let process = try ChildProcess([python, script, "0", String(items)], logPath: directory.file("server.log"))
-        // Polled, not awaited: it also ends when the server exits without saying it is ready.
-        let deadline = ContinuousClock.now + hangGuard
-        while ContinuousClock.now < deadline {
-            if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{\"port\"") }) {
-                struct Ready: Decodable { var port: Int }
-                let ready = try JSONDecoder().decode(Ready.self, from: Data(line.utf8))
-                return DialectServer(process: process, directory: directory, port: ready.port)
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let output = process.output
-        await process.stop()
-        throw CommandFailed(command: ["python3", script], status: -1, stderr: "the dialect server did not start: \(output)")
+        let (process, ready) = try await launchPythonOracle("dialects.py", arguments: ["0", String(items)], directory: directory, ready: OracleReady.self)
+        return DialectServer(process: process, directory: directory, port: ready.port)
     }
 
     /// A dialect's URL on this server, from its path and query as the dialect spells them

@@ -44,28 +44,13 @@ final class GitHubStyleServer: Sendable {
     }
 
     static func start(secure: [Secure] = []) async throws -> GitHubStyleServer {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/github_style.py").path
         let directory = try TemporaryDirectory(prefix: "github-style")
         let arguments = secure.flatMap { origin in
             ["--https", ([origin.name, origin.certificate, origin.key] + (origin.clientCA.map { [$0] } ?? [])).joined(separator: ":")]
         }
-        // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
-        let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-        let process = try ChildProcess([python, script] + arguments, logPath: directory.file("server.log"))
-        // Polled, not awaited: it also ends when the server exits without saying it is ready.
-        let deadline = ContinuousClock.now + hangGuard
-        while ContinuousClock.now < deadline {
-            if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{\"ports\"") }) {
-                struct Ready: Decodable { var ports: [Int] }
-                let ready = try JSONDecoder().decode(Ready.self, from: Data(line.utf8))
-                return GitHubStyleServer(process: process, directory: directory, ports: ready.ports, secure: secure)
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let output = process.output
-        await process.stop()
-        throw CommandFailed(command: ["python3", script], status: -1, stderr: "the GitHub-style server did not start: \(output)")
+        struct Ready: Decodable { var ports: [Int] }
+        let (process, ready) = try await launchPythonOracle("github_style.py", arguments: arguments, directory: directory, ready: Ready.self)
+        return GitHubStyleServer(process: process, directory: directory, ports: ready.ports, secure: secure)
     }
 
     /// The feed's URL on this server (or on the other origin).

@@ -182,23 +182,45 @@ func establishedLocalPorts(toPort port: Int) throws -> [Int] {
     }
 }
 
-/// Runs the Python oracle `Oracle/<script>` (a server written in the tests, sharing no code with
-/// syncd) with `arguments`, waits for the `{"port": N}` line it prints once listening, and runs
-/// `body` with that port; the server is stopped on every path. `directory` keeps its log.
-func withPythonOracle<T: Sendable>(
-    _ script: String, arguments: [String] = [], directory: TemporaryDirectory, _ body: (Int) async throws -> T
-) async throws -> T {
+/// Starts the Python oracle `Oracle/<script>` (a server written in the tests, sharing no code
+/// with syncd) with `arguments`, its output logged in `directory`, and returns it with the
+/// decoded JSON line it prints once it listens (`{"port": N}`, `{"ports": [...]}`).
+///
+/// Polled, not awaited: a server that exits without saying it is ready ends the wait at once;
+/// one that neither says it nor exits is stopped after the hang guard.
+func launchPythonOracle<Ready: Decodable>(
+    _ script: String, arguments: [String] = [], directory: TemporaryDirectory, ready: Ready.Type
+) async throws -> (process: ChildProcess, ready: Ready) {
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/\(script)").path
     // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
     let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-    let server = try ChildProcess([python, path] + arguments, logPath: directory.file("\(script).log"))
-    do {
-        var port: Int?
-        try await waitUntil("\(script) says its port", interval: .milliseconds(20)) {
-            port = server.output.split(separator: "\n").first.flatMap { try? JSONDecoder().decode(OracleReady.self, from: Data($0.utf8)).port }
-            return port != nil || !server.isRunning
+    let process = try ChildProcess([python, path] + arguments, logPath: directory.file("\(script).log"))
+    let deadline = ContinuousClock.now + hangGuard
+    while ContinuousClock.now < deadline {
+        if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{") }) {
+            do {
+                return (process, try JSONDecoder().decode(Ready.self, from: Data(line.utf8)))
+            } catch {
+                await process.stop()
+                throw error
+            }
         }
-        let result = try await body(try #require(port, "\(script) ended: \(server.output)"))
+        guard process.isRunning else { break }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    let output = process.output
+    await process.stop()
+    throw CommandFailed(command: ["python3", path] + arguments, status: -1, stderr: "\(script) did not say it listens: \(output)")
+}
+
+/// Runs the Python oracle `Oracle/<script>` with `arguments` (``launchPythonOracle(_:arguments:directory:ready:)``)
+/// and `body` with the port it listens on; the server is stopped on every path.
+func withPythonOracle<T: Sendable>(
+    _ script: String, arguments: [String] = [], directory: TemporaryDirectory, _ body: (Int) async throws -> T
+) async throws -> T {
+    let (server, ready) = try await launchPythonOracle(script, arguments: arguments, directory: directory, ready: OracleReady.self)
+    do {
+        let result = try await body(ready.port)
         await server.stop()
         return result
     } catch {
@@ -207,7 +229,7 @@ func withPythonOracle<T: Sendable>(
     }
 }
 
-/// The line a Python oracle prints once it listens.
-private struct OracleReady: Decodable {
+/// The line a Python oracle with one port prints once it listens.
+struct OracleReady: Decodable {
     var port: Int
 }
