@@ -138,10 +138,25 @@ import TestSupport
             }
             #expect(try await store.items(feed: "home", offset: 0, limit: 10).map(\.id) == ["1"])
         } catch {
-            try? await runCommand(["umount", mount])
+            try? await Self.unmount(mount)
             throw error
         }
-        try await runCommand(["umount", mount])
+        try await Self.unmount(mount)
+    }
+
+    /// Unmounts `mount` once nothing holds it: the released store's connections (the checkpoint
+    /// queue's among them) close on their own threads, a moment after its last use, and until
+    /// then umount says "target is busy". Bounded by the hang guard.
+    static func unmount(_ mount: String) async throws {
+        let deadline = ContinuousClock.now + hangGuard
+        while true {
+            do {
+                try await runCommand(["umount", mount])
+                return
+            } catch let failed as CommandFailed where failed.stderr.contains("target is busy") && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
     }
 
     @Test func everyKindSaysThePathAndNoSQL() {
