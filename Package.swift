@@ -377,7 +377,7 @@ let package = Package(
             // A GitHub-style server in Python, started by the tests: an oracle sharing no code with syncd.
             exclude: ["Oracle"]
         ),
-        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "SyncTerminal", "AsyncBroadcast", "TestSupport"]),
+        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "SyncCore", "SyncTerminal", "AsyncBroadcast", "TestSupport"]),
         .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
         .testTarget(
             name: "SyncMetricsTests",

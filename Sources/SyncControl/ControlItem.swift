@@ -21,7 +21,7 @@ public struct ControlItem: Sendable, Hashable, Codable {
     /// Wraps a stored item; a payload that is not a JSON object is kept as `{"raw": text}` so
     /// the reply still matches the interface's `object` type.
     public init(_ item: FeedItem) {
-        let parsed = try? VarlinkCoding.makeDecoder().decode(JSONValue.self, from: item.payload)
+        let parsed = try? StrictJSON.parse(item.payload)
         let payload: JSONValue
         if case .object? = parsed {
             payload = parsed!
@@ -29,6 +29,62 @@ public struct ControlItem: Sendable, Hashable, Codable {
             payload = .object(["raw": .string(String(decoding: item.payload, as: UTF8.self))])
         }
         self.init(id: item.id, summary: ItemSummary.summary(of: parsed ?? .null, fallback: item.id), payload: payload)
+    }
+}
+
+/// One page of stored items as a ``SyncControlHandler`` returns it for `ListItems`.
+public struct StoredItemPage: Sendable, Hashable {
+    /// The page's items, newest first, each with its payload's bytes as stored.
+    public var items: [FeedItem]
+    /// Pass as `after` to get the next page; `nil` at the end.
+    public var next: String?
+
+    /// A page, continued at `next`.
+    public init(items: [FeedItem], next: String?) {
+        self.items = items
+        self.next = next
+    }
+
+    /// The page as `ListItems` sends it, `{"items": [...], "next": ...}` with the members of
+    /// each item in the order `JSONEncoder` sorts them. A payload that is one JSON object is
+    /// copied as it is; anything else (a store somebody wrote into) goes as `{"raw": text}`,
+    /// as ``ControlItem/init(_:)`` wraps it.
+    public func encoded() -> VarlinkEncodedParameters {
+        var writer = JSONWriter(capacity: items.reduce(64) { $0 + $1.payload.count + $1.id.utf8.count + 160 })
+        writer.punctuation("{")
+        writer.key("items")
+        writer.punctuation("[")
+        for (index, item) in items.enumerated() {
+            if index > 0 { writer.comma() }
+            // Parsed once: it proves the bytes are JSON before they are spliced into the
+            // reply, and the summary comes from the same tree.
+            let parsed = try? StrictJSON.parse(item.payload)
+            writer.punctuation("{")
+            writer.key("id")
+            writer.string(item.id)
+            writer.comma()
+            writer.key("payload")
+            if case .object? = parsed {
+                writer.validatedJSON(item.payload)
+            } else {
+                writer.punctuation("{")
+                writer.key("raw")
+                writer.string(String(decoding: item.payload, as: UTF8.self))
+                writer.punctuation("}")
+            }
+            writer.comma()
+            writer.key("summary")
+            writer.string(ItemSummary.summary(of: parsed ?? .null, fallback: item.id))
+            writer.punctuation("}")
+        }
+        writer.punctuation("]")
+        if let next {
+            writer.comma()
+            writer.key("next")
+            writer.string(next)
+        }
+        writer.punctuation("}")
+        return VarlinkEncodedParameters(writer)
     }
 }
 
@@ -49,7 +105,7 @@ public struct ControlItemPage: Sendable, Hashable, Codable {
 extension ControlRow {
     /// A content row for a stored item, with a one-line summary taken from its JSON.
     public init(_ item: FeedItem, maxLength: Int = ItemSummary.defaultMaxLength) {
-        let parsed = (try? VarlinkCoding.makeDecoder().decode(JSONValue.self, from: item.payload)) ?? .null
+        let parsed = (try? StrictJSON.parse(item.payload)) ?? .null
         self.init(id: item.id, summary: ItemSummary.summary(of: parsed, fallback: item.id, maxLength: maxLength))
     }
 }

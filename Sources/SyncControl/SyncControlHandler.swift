@@ -23,9 +23,11 @@ public protocol SyncControlHandler: Sendable {
     /// Retries failed loads of `feed` (or every feed) now, skipping the backoff wait.
     func retry(feed: String?) async throws -> [String]
 
-    /// Stored items of `feed`, newest first, after the item with id `after`.
+    /// Stored items of `feed`, newest first, after the item with id `after`, as the store holds
+    /// them: the server sends each payload's bytes as they are (after checking they are one
+    /// JSON object) instead of decoding and encoding it again.
     /// `limit` is already clamped to 1...``SyncControlServer/Configuration/maxItemsPerPage``.
-    func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage
+    func items(feed: String, limit: Int, after: String?) async throws -> StoredItemPage
 
     /// The metrics in Prometheus's text format (`GetMetrics`).
     func metrics() async throws -> String

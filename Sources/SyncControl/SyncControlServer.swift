@@ -89,11 +89,13 @@ public final class SyncControlServer: Sendable, Service {
         } else {
             listen = .path(configuration.socketPath, mode: 0o666)
         }
-        server = VarlinkServer(
-            service: service,
-            configuration: .init(listen: listen, maxConnections: configuration.maxConnections, maxMessageSize: configuration.maxMessageSize, idleTimeout: configuration.idleTimeout),
-            logger: logger
+        var serverConfiguration = VarlinkServer.Configuration(
+            listen: listen, maxConnections: configuration.maxConnections, maxMessageSize: configuration.maxMessageSize, idleTimeout: configuration.idleTimeout
         )
+        serverConfiguration.floodError = VarlinkError("io.syncd.TooManyCalls", parameters: [
+            "max_calls": .int(Int64(serverConfiguration.maxQueuedCalls)), "max_bytes": .int(Int64(serverConfiguration.maxQueuedBytes)),
+        ])
+        server = VarlinkServer(service: service, configuration: serverConfiguration, logger: logger)
     }
 
     /// Listens and serves until graceful shutdown or cancellation; then stops accepting, ends
@@ -150,12 +152,12 @@ public final class SyncControlServer: Sendable, Service {
         interface.method("GetMetrics") { _ in
             try await mapped { MetricsResult(text: try await handler.metrics()) }
         }
-        interface.method("ListItems", parameters: ListItemsParameters.self) { parameters, _ in
+        interface.encodedMethod("ListItems", parameters: ListItemsParameters.self) { parameters, _ in
             let limit = parameters.limit ?? configuration.defaultItemsPerPage
             guard (1...configuration.maxItemsPerPage).contains(limit) else {
                 throw VarlinkError.invalidParameter("limit")
             }
-            return try await mapped { try await handler.items(feed: parameters.feed, limit: limit, after: parameters.after) }
+            return try await mapped { try await handler.items(feed: parameters.feed, limit: limit, after: parameters.after) }.encoded()
         }
 
         let mutations: [(String, @Sendable (String?) async throws -> [String])] = [

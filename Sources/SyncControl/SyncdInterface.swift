@@ -239,5 +239,9 @@ public enum SyncdInterface {
 
     error InternalError (message: string)
 
+    # A client queued calls behind a running stream (they would never run) beyond
+    # the bounds: per connection max_calls calls or max_bytes bytes, or its user's
+    # share. The connection closes after this reply.
+    error TooManyCalls (max_calls: int, max_bytes: int)
     """
 }

@@ -72,14 +72,14 @@ struct DaemonControlHandler: SyncControlHandler {
         return targets
     }
 
-    func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage {
+    func items(feed: String, limit: Int, after: String?) async throws -> StoredItemPage {
         guard feedNames.contains(feed) else { throw SyncControlError.feedNotFound(feed) }
         // One extra item tells whether a next page exists without a count query.
         guard let items = try await store.items(feed: feed, after: after, limit: limit + 1) else {
             throw SyncControlError.invalidCursor(after ?? "")
         }
         let page = items.prefix(limit)
-        return ControlItemPage(items: page.map(ControlItem.init), next: items.count > limit ? page.last?.id : nil)
+        return StoredItemPage(items: Array(page), next: items.count > limit ? page.last?.id : nil)
     }
 
     func metrics() async throws -> String {

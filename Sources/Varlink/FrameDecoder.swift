@@ -4,6 +4,14 @@ import NIOCore
 enum VarlinkFrame: Sendable {
     case message(ByteBuffer)
     case tooLarge
+
+    /// The bytes the frame holds, as counted against the queue bounds.
+    var byteCount: Int {
+        switch self {
+        case .message(let buffer): buffer.readableBytes
+        case .tooLarge: 0
+        }
+    }
 }
 
 /// Splits the byte stream at NUL bytes, refusing to buffer more than `maxMessageSize` bytes of
@@ -30,8 +38,10 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
             if length > maxMessageSize {
                 return overflow(context: context, buffer: &buffer)
             }
-            let message = buffer.readSlice(length: length)!
-            buffer.moveReaderIndex(forwardBy: 1)
+            // A copy, not a slice: a slice would keep the whole read buffer alive while the call
+            // waits in the queue, so the queue's bounds would not bound the memory held.
+            let message = ByteBuffer(bytes: buffer.readableBytesView.prefix(length))
+            buffer.moveReaderIndex(forwardBy: length + 1)
             context.fireChannelRead(wrapInboundOut(.message(message)))
             return .continue
         }

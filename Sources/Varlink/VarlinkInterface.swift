@@ -80,6 +80,9 @@ public struct VarlinkReplyWriter: Sendable {
 public enum VarlinkMethodHandler: Sendable {
     /// Exactly one reply.
     case single(@Sendable (VarlinkRequest) async throws -> [String: JSONValue])
+    /// Exactly one reply, whose parameters the handler encoded itself (large replies made of
+    /// parts that are JSON already, sent without a decode and encode per part).
+    case encoded(@Sendable (VarlinkRequest) async throws -> VarlinkEncodedParameters)
     /// Any number of replies through the writer; such methods must be called with `more`.
     /// Returning after a reply with `continues: true` ends the connection (the stream is over).
     case streaming(@Sendable (VarlinkRequest, VarlinkReplyWriter) async throws -> Void)
@@ -125,6 +128,17 @@ public struct VarlinkInterface: Sendable {
             let parameters = try request.decodeParameters(Parameters.self)
             let result = try await body(parameters, request)
             return try VarlinkCoding.jsonValue(from: result).objectValue ?? [:]
+        })
+    }
+
+    /// Installs a single-reply method with typed parameters whose reply `body` encodes itself.
+    public mutating func encodedMethod<Parameters: Decodable & Sendable>(
+        _ member: String,
+        parameters: Parameters.Type,
+        _ body: @escaping @Sendable (Parameters, VarlinkRequest) async throws -> VarlinkEncodedParameters
+    ) {
+        register(member, .encoded { request in
+            try await body(try request.decodeParameters(Parameters.self), request)
         })
     }
 

@@ -38,8 +38,23 @@ public final class VarlinkServer: Sendable {
         /// Connections only root may take: an administrator can always get in.
         public var reservedForRoot: Int
         /// A connection with no call running and nothing received for this long is closed, so
-        /// a client that connects and goes quiet cannot keep its slot.
+        /// a client that connects and goes quiet cannot keep its slot; so is one whose peer
+        /// leaves a reply unread this long, a stream's included.
         public var idleTimeout: Duration
+        /// Calls one connection may have read but not yet answered. Past this (or
+        /// ``maxQueuedBytes``) the server stops reading the connection until a call is
+        /// answered, so a pipelining client waits instead of making the server buffer.
+        public var maxQueuedCalls: Int
+        /// Bytes of calls one connection may have read but not yet answered.
+        public var maxQueuedBytes: Int
+        /// Bytes of calls the connections of one user may hold together.
+        public var maxQueuedBytesPerUser: Int
+        /// The error sent before a connection closes for queueing calls behind a stream beyond
+        /// the bounds (such calls would never run). Name it in the served interface.
+        public var floodError: VarlinkError
+        /// A refused client is logged once per user per this interval, with the count refused
+        /// since, so a connect flood cannot flood the journal.
+        public var refusalLogInterval: Duration
 
         /// A configuration; per-user and root-reserved slots default to a quarter and a sixteenth
         /// of `maxConnections`.
@@ -49,7 +64,12 @@ public final class VarlinkServer: Sendable {
             maxMessageSize: Int = 64 * 1024,
             maxConnectionsPerUser: Int? = nil,
             reservedForRoot: Int? = nil,
-            idleTimeout: Duration = .seconds(60)
+            idleTimeout: Duration = .seconds(60),
+            maxQueuedCalls: Int = 128,
+            maxQueuedBytes: Int = 256 * 1024,
+            maxQueuedBytesPerUser: Int = 1024 * 1024,
+            floodError: VarlinkError = VarlinkError("org.varlink.service.InvalidParameter", parameters: ["parameter": .string("pipelined calls")]),
+            refusalLogInterval: Duration = .seconds(10)
         ) {
             self.listen = listen
             self.maxConnections = maxConnections
@@ -57,6 +77,11 @@ public final class VarlinkServer: Sendable {
             self.maxConnectionsPerUser = max(1, maxConnectionsPerUser ?? maxConnections / 4)
             self.reservedForRoot = max(0, min(maxConnections - 1, reservedForRoot ?? maxConnections / 16))
             self.idleTimeout = idleTimeout
+            self.maxQueuedCalls = max(1, maxQueuedCalls)
+            self.maxQueuedBytes = max(1, maxQueuedBytes)
+            self.maxQueuedBytesPerUser = max(1, maxQueuedBytesPerUser)
+            self.floodError = floodError
+            self.refusalLogInterval = refusalLogInterval
         }
     }
 
@@ -65,7 +90,8 @@ public final class VarlinkServer: Sendable {
     private let service: VarlinkService
     private let logger: Logger
     private let eventLoopGroup: any EventLoopGroup
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    private let budget: QueueBudget
 
     private struct State {
         var listenFD: Int32?
@@ -77,6 +103,7 @@ public final class VarlinkServer: Sendable {
         var listening: Bool?
         var accepted = 0
         var refused: [Refusal: Int] = [:]
+        var refusalLog: RefusalLog
     }
 
     /// Why a client was refused as it connected.
@@ -106,6 +133,8 @@ public final class VarlinkServer: Sendable {
         public var accepted: Int
         /// Connections refused so far, by why.
         public var refused: [Refusal: Int]
+        /// Bytes of calls read and not yet answered, over all connections.
+        public var queuedBytes: Int
     }
 
     /// A server for `service`; `run()` starts it.
@@ -119,6 +148,8 @@ public final class VarlinkServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.eventLoopGroup = eventLoopGroup
+        self.budget = QueueBudget(bytesPerUser: configuration.maxQueuedBytesPerUser)
+        self.state = Mutex(State(refusalLog: RefusalLog(interval: configuration.refusalLogInterval)))
     }
 
     /// The number of connections being served now.
@@ -126,7 +157,7 @@ public final class VarlinkServer: Sendable {
 
     /// The connection counts now.
     public var statistics: Statistics {
-        state.withLock { Statistics(open: $0.connections, accepted: $0.accepted, refused: $0.refused) }
+        state.withLock { Statistics(open: $0.connections, accepted: $0.accepted, refused: $0.refused, queuedBytes: budget.total) }
     }
 
     /// Returns once the socket is listening (`true`) or ``run()`` has failed to listen
@@ -246,21 +277,24 @@ public final class VarlinkServer: Sendable {
                 close(fd)
                 continue
             }
-            let refusal = state.withLock { state -> Refusal? in
-                let refusal = Self.refusal(of: peer, in: state, configuration: configuration)
-                if let refusal {
-                    state.refused[refusal, default: 0] += 1
-                    return refusal
+            let now = ContinuousClock.now
+            let refusal = state.withLock { state -> (Refusal, toLog: Int?)? in
+                guard let refusal = Self.refusal(of: peer, in: state, configuration: configuration) else {
+                    state.connections += 1
+                    state.accepted += 1
+                    state.connectionsByUser[peer.uid, default: 0] += 1
+                    return nil
                 }
-                state.connections += 1
-                state.accepted += 1
-                state.connectionsByUser[peer.uid, default: 0] += 1
-                return nil
+                state.refused[refusal, default: 0] += 1
+                return (refusal, state.refusalLog.refused(peer.uid, at: now))
             }
-            if let refusal {
-                logger.warning("varlink: \(refusal.message), refusing a client", metadata: [
-                    "uid": "\(peer.uid)", "limit": "\(configuration.maxConnections)", "perUser": "\(configuration.maxConnectionsPerUser)",
-                ])
+            if let (refusal, unlogged) = refusal {
+                if let unlogged {
+                    let since = unlogged > 0 ? "; \(unlogged) more refused in the \(configuration.refusalLogInterval) before" : ""
+                    logger.warning("varlink: \(refusal.message), refusing a client of uid \(peer.uid)\(since)", metadata: [
+                        "uid": "\(peer.uid)", "limit": "\(configuration.maxConnections)", "perUser": "\(configuration.maxConnectionsPerUser)",
+                    ])
+                }
                 close(fd)
                 continue
             }
@@ -289,19 +323,20 @@ public final class VarlinkServer: Sendable {
         }
         var logger = self.logger
         logger[metadataKey: "peer"] = "pid=\(socket.peer.pid) uid=\(socket.peer.uid)"
-        let maxMessageSize = configuration.maxMessageSize
-        let idleTimeout = configuration.idleTimeout
+        let configuration = self.configuration
         let channel: NIOAsyncChannel<VarlinkFrame, ByteBuffer>
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
                 .channelOption(.allowRemoteHalfClosure, value: true)
                 .withConnectedSocket(socket.fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkFrameDecoder(maxMessageSize: maxMessageSize)))
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkFrameDecoder(maxMessageSize: configuration.maxMessageSize)))
                         // Half-closure lets a finished stream end with EOF while the client may still talk.
+                        // NIO buffers no more than a frame or two ahead of the reader, which counts
+                        // and bounds what it queues (VarlinkServerConnection).
                         return try NIOAsyncChannel<VarlinkFrame, ByteBuffer>(
                             wrappingChannelSynchronously: channel,
-                            configuration: .init(isOutboundHalfClosureEnabled: true)
+                            configuration: .init(backPressureStrategy: .init(lowWatermark: 1, highWatermark: 2), isOutboundHalfClosureEnabled: true)
                         )
                     }
                 }
@@ -312,7 +347,12 @@ public final class VarlinkServer: Sendable {
         }
         do {
             try await channel.executeThenClose { inbound, outbound in
-                let connection = VarlinkServerConnection(service: service, peer: socket.peer, outbound: outbound, logger: logger, maxMessageSize: maxMessageSize, idleTimeout: idleTimeout)
+                let connection = VarlinkServerConnection(
+                    service: service, peer: socket.peer, outbound: outbound, logger: logger,
+                    maxMessageSize: configuration.maxMessageSize, idleTimeout: configuration.idleTimeout,
+                    maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
+                    budget: budget, floodError: configuration.floodError
+                )
                 try await connection.serve(inbound)
             }
         } catch is CancellationError {

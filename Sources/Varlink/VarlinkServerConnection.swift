@@ -19,6 +19,31 @@ struct VarlinkServerConnection: Sendable {
     let logger: Logger
     let maxMessageSize: Int
     let idleTimeout: Duration
+    /// Bounds on the calls read but not yet answered: this connection's, and its user's.
+    let maxQueuedCalls: Int
+    let maxQueuedBytes: Int
+    let budget: QueueBudget
+    /// The error a client gets before its connection closes for flooding.
+    let floodError: VarlinkError
+    /// Where the connection's reader, processor and idle timer agree on what happens next.
+    private let lifecycle: ConnectionLifecycle
+
+    init(
+        service: VarlinkService, peer: VarlinkPeer, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, logger: Logger,
+        maxMessageSize: Int, idleTimeout: Duration, maxQueuedCalls: Int, maxQueuedBytes: Int, budget: QueueBudget, floodError: VarlinkError
+    ) {
+        self.service = service
+        self.peer = peer
+        self.outbound = outbound
+        self.logger = logger
+        self.maxMessageSize = maxMessageSize
+        self.idleTimeout = idleTimeout
+        self.maxQueuedCalls = maxQueuedCalls
+        self.maxQueuedBytes = maxQueuedBytes
+        self.budget = budget
+        self.floodError = floodError
+        self.lifecycle = ConnectionLifecycle(logger: logger, maxQueuedCalls: maxQueuedCalls, maxQueuedBytes: maxQueuedBytes, budget: budget, uid: peer.uid)
+    }
 
     /// Why one of the connection's tasks ended.
     private enum Ending: Sendable {
@@ -27,29 +52,45 @@ struct VarlinkServerConnection: Sendable {
         /// Every call has been answered and no more will come, or the processor gave up.
         case processorDone
         case idle
+        /// The peer queued calls behind a stream beyond the bounds.
+        case flooding
     }
 
     /// The peer hung up while a stream was running.
     private struct HungUp: Error {}
-    /// The peer queued more calls than the limit.
-    private struct Flooding: Error {}
 
     func serve(_ inbound: NIOAsyncChannelInboundStream<VarlinkFrame>) async throws {
-        let lifecycle = ConnectionLifecycle(logger: logger)
         let (frames, queue) = AsyncStream.makeStream(of: VarlinkFrame.self)
-        defer { lifecycle.close(because: "connection ended") }
-        try await withThrowingTaskGroup(of: Ending.self) { group in
+        defer {
+            lifecycle.close(because: "connection ended")
+            lifecycle.releaseQueue()
+        }
+        let ending = try await withThrowingTaskGroup(of: Ending.self) { group -> Ending? in
             group.addTask {
                 defer { queue.finish() }
+                // Reads only while the queue has room: a full queue leaves the bytes in the
+                // socket, where the kernel holds them and the peer's writes block.
                 for try await frame in inbound {
-                    guard lifecycle.received() else { throw Flooding() }
-                    queue.yield(frame)
+                    admitting: while true {
+                        switch lifecycle.admit(bytes: frame.byteCount) {
+                        case .queued:
+                            queue.yield(frame)
+                            break admitting
+                        case .full:
+                            await lifecycle.waitForRoom()
+                            try Task.checkCancellation()
+                        case .flooding:
+                            return .flooding
+                        case .closing:
+                            return .processorDone
+                        }
+                    }
                 }
                 if lifecycle.inputEnded() { throw HungUp() }
                 return .inputEnded
             }
             group.addTask {
-                await process(frames, lifecycle: lifecycle)
+                await process(frames)
                 return .processorDone
             }
             group.addTask {
@@ -58,20 +99,38 @@ struct VarlinkServerConnection: Sendable {
                     if lifecycle.closeIfIdle(timeout: idleTimeout) { return .idle }
                 }
             }
+            var last: Ending?
             while let ending = try await group.next() {
+                last = ending
                 if case .inputEnded = ending { continue }
                 break
             }
+            group.cancelAll()
+            return last
+        }
+        if case .flooding = ending {
+            logger.notice("varlink: calls queued behind a stream beyond \(maxQueuedCalls) calls or \(maxQueuedBytes) bytes, closing connection")
+            await sendFarewell(VarlinkReply(error: floodError))
+        }
+    }
+
+    /// Sends a last error reply, giving up after a second when the peer does not read: the
+    /// connection closes either way.
+    private func sendFarewell(_ reply: VarlinkReply) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await send(reply) }
+            group.addTask { try? await EventLoopClock().sleep(for: .seconds(1)) }
+            await group.next()
             group.cancelAll()
         }
     }
 
     /// Answers calls in order until the queue ends or the connection must close.
-    private func process(_ frames: AsyncStream<VarlinkFrame>, lifecycle: ConnectionLifecycle) async {
+    private func process(_ frames: AsyncStream<VarlinkFrame>) async {
         for await frame in frames {
-            lifecycle.dequeued()
+            lifecycle.dequeued(bytes: frame.byteCount)
             do {
-                guard try await handle(frame, lifecycle: lifecycle) else { return }
+                guard try await handle(frame) else { return }
             } catch {
                 // Cancellation or a failed write: the peer is gone or the server stops.
                 lifecycle.close(because: "\(error)")
@@ -81,7 +140,7 @@ struct VarlinkServerConnection: Sendable {
     }
 
     /// Handles one message; returns whether the connection goes on.
-    private func handle(_ frame: VarlinkFrame, lifecycle: ConnectionLifecycle) async throws -> Bool {
+    private func handle(_ frame: VarlinkFrame) async throws -> Bool {
         switch frame {
         case .tooLarge:
             logger.notice("varlink: message larger than \(maxMessageSize) bytes, closing connection")
@@ -98,14 +157,14 @@ struct VarlinkServerConnection: Sendable {
                 return true
             }
             guard lifecycle.beginCall(call.method) else { return false }
-            let goesOn = try await dispatch(call, lifecycle: lifecycle)
+            let goesOn = try await dispatch(call)
             lifecycle.endCall(call.method)
             return goesOn
         }
     }
 
     /// Runs one call to its end; returns whether the connection goes on.
-    private func dispatch(_ call: VarlinkCall, lifecycle: ConnectionLifecycle) async throws -> Bool {
+    private func dispatch(_ call: VarlinkCall) async throws -> Bool {
         if call.oneway && call.more {
             // "No reply" and "several replies" contradict each other; sd-varlink rejects the
             // combination as invalid too. One error reply, then the connection closes, so the
@@ -133,6 +192,22 @@ struct VarlinkServerConnection: Sendable {
             }
             try await self.reply(to: call, reply)
             return true
+        case .success(.encoded(let handler)):
+            let parameters: VarlinkEncodedParameters
+            do {
+                parameters = try await handler(request)
+            } catch {
+                try await reply(to: call, VarlinkReply(error: mapError(error, call: call)))
+                return true
+            }
+            guard !call.oneway else { return true }
+            var buffer = ByteBuffer()
+            buffer.reserveCapacity(parameters.bytes.count + 16)
+            buffer.writeString(#"{"parameters":"#)
+            buffer.writeBytes(parameters.bytes)
+            buffer.writeBytes([UInt8(ascii: "}"), 0])
+            try await write(buffer)
+            return true
         case .success(.streaming(let handler)):
             guard call.more else {
                 try await reply(to: call, VarlinkReply(error: .expectedMore))
@@ -146,6 +221,9 @@ struct VarlinkServerConnection: Sendable {
             }
             do {
                 try await handler(request, writer)
+                // A handler may end quietly when cancelled (an async stream's loop ends): the
+                // connection is closing, and whatever closes it has the last word.
+                if Task.isCancelled { return false }
             } catch is CancellationError {
                 return false
             } catch {
@@ -175,6 +253,14 @@ struct VarlinkServerConnection: Sendable {
     private func send(_ reply: VarlinkReply) async throws {
         var buffer = ByteBuffer(bytes: try reply.encoded())
         buffer.writeInteger(UInt8(0))
+        try await write(buffer)
+    }
+
+    /// Writes one message; a peer that leaves it unread past the idle timeout loses the
+    /// connection (the idle timer watches).
+    private func write(_ buffer: ByteBuffer) async throws {
+        lifecycle.writeBegan()
+        defer { lifecycle.writeEnded() }
         try await outbound.write(buffer)
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import SyncControl
 import Synchronization
+import SyncCore
 import TestSupport
 import Varlink
 
@@ -15,9 +16,13 @@ final class FakeHandler: SyncControlHandler {
     /// Item summaries are `summaryPrefix` followed by the item's number.
     let summaryPrefix: String
 
-    init(status: ControlStatus = Samples.status(), summaryPrefix: String = "item ") {
+    /// Stored items served as feed "raw", as they are.
+    let rawItems: [FeedItem]
+
+    init(status: ControlStatus = Samples.status(), summaryPrefix: String = "item ", rawItems: [FeedItem] = []) {
         broadcaster = Broadcast<ControlStatus>(bufferingNewest: 1, latest: status)
         self.summaryPrefix = summaryPrefix
+        self.rawItems = rawItems
     }
 
     var recordedCalls: [String] { calls.withLock { $0 } }
@@ -40,10 +45,13 @@ final class FakeHandler: SyncControlHandler {
         return try record("retry", feed)
     }
 
-    func items(feed: String, limit: Int, after: String?) async throws -> ControlItemPage {
+    func items(feed: String, limit: Int, after: String?) async throws -> StoredItemPage {
+        if feed == "raw" { return StoredItemPage(items: Array(rawItems.prefix(limit)), next: nil) }
         guard feed == "home" else { throw SyncControlError.feedNotFound(feed) }
-        let all = (1...5).reversed().map { n in
-            ControlItem(id: "\(n)", summary: "\(summaryPrefix)\(n)", payload: ["id": .string("\(n)"), "content": .string("<p>item \(n)</p>")])
+        // The summary comes from the title, the first field the server's summary looks at.
+        let all = try (1...5).reversed().map { n in
+            let payload: JSONValue = ["id": .string("\(n)"), "title": .string("\(summaryPrefix)\(n)"), "content": .string("<p>item \(n)</p>")]
+            return FeedItem(id: "\(n)", payload: try VarlinkCoding.makeEncoder().encode(payload))
         }
         var start = 0
         if let after {
@@ -52,7 +60,7 @@ final class FakeHandler: SyncControlHandler {
         }
         let slice = Array(all[start...].prefix(limit))
         let next = start + slice.count < all.count ? slice.last?.id : nil
-        return ControlItemPage(items: slice, next: next)
+        return StoredItemPage(items: slice, next: next)
     }
 
     private func record(_ verb: String, _ feed: String?) throws -> [String] {
