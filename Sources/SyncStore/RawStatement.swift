@@ -45,12 +45,15 @@ struct RawStatement {
         try check(sqlite3_bind_double(handle, index, value))
     }
 
-    func bind(_ index: Int32, _ value: Data) throws {
-        let code = value.withUnsafeBytes { bytes in
-            // A zero-length blob, not NULL, for an empty payload.
-            bytes.count == 0
-                ? sqlite3_bind_zeroblob(handle, index, 0)
-                : sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+    /// Binds `value`'s bytes as TEXT, as they are: SQLite takes them for UTF-8 without checking,
+    /// and `sqlite3_column_blob` gives the same bytes back (GRDB's `Data` reads a column so).
+    func bind(_ index: Int32, text value: Data) throws {
+        let code = value.withUnsafeBytes { bytes -> Int32 in
+            // Empty text, not NULL, for an empty payload: SQLite binds a null pointer as NULL.
+            guard let base = bytes.baseAddress, !bytes.isEmpty else {
+                return sqlite3_bind_text(handle, index, "", 0, Self.transient)
+            }
+            return sqlite3_bind_text(handle, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), Self.transient)
         }
         try check(code)
     }

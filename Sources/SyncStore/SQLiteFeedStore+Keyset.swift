@@ -14,11 +14,9 @@ extension SQLiteFeedStore {
                 }
                 bound = position
             }
-            return try Row.fetchAll(
-                db,
-                sql: "SELECT id, payload FROM item WHERE feed = ? AND position < ? ORDER BY position DESC LIMIT ?",
-                arguments: [feed, bound, max(0, limit)]
-            ).map { FeedItem(id: $0["id"], payload: $0["payload"]) }
+            return try Self.items(
+                db, sql: "SELECT id, payload FROM item WHERE feed = ? AND position < ? ORDER BY position DESC LIMIT ?",
+                arguments: [feed, bound, max(0, limit)])
         }
     }
 }

@@ -10,7 +10,7 @@ extension SQLiteFeedStore {
     struct Placement {
         let db: Database
         let feed: String
-        /// When the items are stored, for retention by age.
+        /// When the items are stored, in Unix seconds, for retention by age.
         let storedAt: Double
         /// The feed's highest position before this commit, once a top placement has read it.
         private(set) var topBefore: Int?
@@ -83,7 +83,7 @@ extension SQLiteFeedStore {
                         let item = items[index + row], base = Int32(row) * 5
                         try insert.bind(base + 2, item.id)
                         try insert.bind(base + 3, first - index - row)
-                        try insert.bind(base + 4, item.payload)
+                        try insert.bind(base + 4, text: item.payload)
                     }
                     _ = try insert.step()
                     inserted += db.changesCount

@@ -310,12 +310,19 @@ public struct SQLiteFeedStore: FeedStore {
     /// Stored items of `feed`, newest first, as the server sent them; a negative offset or limit counts as 0.
     public func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
         try await read { db in
-            try Row.fetchAll(
-                db,
-                sql: "SELECT id, payload FROM item WHERE feed = ? ORDER BY position DESC LIMIT ? OFFSET ?",
-                arguments: [feed, max(0, limit), max(0, offset)]
-            ).map { FeedItem(id: $0["id"], payload: $0["payload"]) }
+            try Self.items(
+                db, sql: "SELECT id, payload FROM item WHERE feed = ? ORDER BY position DESC LIMIT ? OFFSET ?",
+                arguments: [feed, max(0, limit), max(0, offset)])
         }
+    }
+
+    /// The items a query of `id, payload` selects, in its order, each payload the bytes stored.
+    ///
+    /// Read from the statement's row, where GRDB's `Data` takes a value's bytes as they are
+    /// (`sqlite3_column_blob`). A copied row would hold a TEXT payload as a `String`, made from a
+    /// C string: cut at a NUL, bad UTF-8 repaired, and validated for nothing.
+    static func items(_ db: Database, sql: String, arguments: StatementArguments) throws -> [FeedItem] {
+        try Array(Row.fetchCursor(db, sql: sql, arguments: arguments).map { FeedItem(id: $0["id"], payload: $0["payload"]) })
     }
 
     /// The usage last recorded for `feed`, read without blocking the writer.
@@ -393,7 +400,7 @@ public struct SQLiteFeedStore: FeedStore {
             endReached: row["end_reached"],
             hasLoaded: row["has_loaded"],
             itemCount: count,
-            lastSyncAt: lastSync.map { Date(timeIntervalSinceReferenceDate: $0) },
+            lastSyncAt: lastSync.map { Date(timeIntervalSince1970: $0) },
             revision: row["revision"],
             gap: gapCursor.map { FeedGap(cursor: $0, pages: row["gap_pages"], items: row["gap_items"]) }
         )
@@ -418,7 +425,9 @@ public struct SQLiteFeedStore: FeedStore {
         let wasEmpty = current.itemCount == 0
         let gapPage = direction == .newer && current.gap != nil
 
-        var placement = Placement(db: db, feed: feed, storedAt: date.timeIntervalSinceReferenceDate)
+        // Unix seconds, as the schema keeps every time (Schema.readable).
+        let seconds = date.timeIntervalSince1970
+        var placement = Placement(db: db, feed: feed, storedAt: seconds)
         var overlapped = false
         var reachedFloor = false
         var inserted = 0
@@ -503,14 +512,15 @@ public struct SQLiteFeedStore: FeedStore {
                 WHERE id = ?
                 """)
             .execute(arguments: [
-                cursors.older, cursors.newer, cursors.endReached, date.timeIntervalSinceReferenceDate, inserted - pruned,
+                cursors.older, cursors.newer, cursors.endReached, seconds, inserted - pruned,
                 gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
             ])
         hook?(.cursorsWritten)
-        // What the UPDATE just wrote, without reading it back.
+        // What the UPDATE just wrote, without reading it back. The time as a load reads it: a
+        // Double of Unix seconds holds a date to ~0.24 µs, coarser than `Date` itself.
         let after = PersistedFeed(
             olderCursor: cursors.older, newerCursor: cursors.newer, endReached: cursors.endReached, hasLoaded: true,
-            itemCount: current.itemCount + inserted - pruned, lastSyncAt: Date(timeIntervalSinceReferenceDate: date.timeIntervalSinceReferenceDate),
+            itemCount: current.itemCount + inserted - pruned, lastSyncAt: Date(timeIntervalSince1970: seconds),
             revision: current.revision + 1, gap: gap.gap)
         return CommitOutcome(feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
     }
@@ -542,7 +552,8 @@ public struct SQLiteFeedStore: FeedStore {
             cut = try position(db, feed: feed, rank: max(keep, retention.minimum))
         }
         if let age = retention.keepAge {
-            let limit = date.timeIntervalSinceReferenceDate - Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18
+            // In Unix seconds, as stored_at.
+            let limit = date.timeIntervalSince1970 - Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18
             // Up to the oldest item stored since the limit: only a tail of old items goes.
             var byAge = try Int.fetchOne(
                 db.cachedStatement(sql: "SELECT MIN(position) FROM item WHERE feed = ? AND stored_at >= ?"), arguments: [feed, limit])

@@ -103,20 +103,23 @@ import TestSupport
             db.executemany("INSERT INTO item VALUES (?, ?, ?, ?, ?)", rows)
             db.commit()
             """, path])
-        // What the file holds, as one text, read by Python's sqlite3.
+        // What the file holds, as one text, read by Python's sqlite3; times in Unix seconds,
+        // which a version-three store keeps as seconds since 2001 (argv[2]: what to add).
         let dump = """
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
-            for row in db.execute("SELECT feed, id, position, hex(payload), stored_at FROM item ORDER BY feed, id"): print(row)
+            for row in db.execute("SELECT feed, id, position, hex(payload), stored_at + ? FROM item ORDER BY feed, id", (float(sys.argv[2]),)): print(row)
             for row in db.execute("SELECT * FROM feed ORDER BY id"): print(row)
             """
-        let before = try await runCommand(["python3", "-c", dump, path])
+        let before = try await runCommand(["python3", "-c", dump, path, "978307200"])
 
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 2).map(\.id) == ["h0000", "h0037"])
         #expect(try await store.items(feed: "other", after: "o497", limit: 5)?.map(\.id) == ["o498", "o499"])
+        // Not UTF-8 at all (one byte repeated, 0xF2 and 0xF3), and given back as it was stored.
+        #expect(try await store.items(feed: "other", after: "o497", limit: 5)?.map(\.payload) == [Data(repeating: 0xF2, count: 48), Data(repeating: 0xF3, count: 49)])
 
-        #expect(try await runCommand(["python3", "-c", dump, path]) == before)
+        #expect(try await runCommand(["python3", "-c", dump, path, "0"]) == before)
         let checks = try await runCommand(["python3", "-c", """
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
@@ -127,14 +130,13 @@ import TestSupport
                 print([(c[2], c[3]) for c in db.execute("PRAGMA index_xinfo(%s)" % index) if c[5]])
             print(db.execute("SELECT identifier FROM grdb_migrations").fetchall())
             """, path])
-        // The merged migration records itself in place of the versions it merges; the metered
-        // usage's table comes after it.
+        // Each merged migration records itself in place of the versions it merges.
         #expect(checks == """
             [('ok',)]
             []
             [('feed', 0), ('id', 1)]
             [('feed', 0), ('position', 1)]
-            [('v4: indexes in backfill order',), ('v5: metered bytes per day',)]
+            [('v4: indexes in backfill order',), ('v6: Unix times and text payloads',)]
 
             """)
         #expect(try Self.schema(path) == (try Self.newStoreSchema()))
@@ -171,8 +173,8 @@ import TestSupport
 
     /// A store the four migrations wrote one by one (an earlier syncd) opens as it is: the merged
     /// migration counts as taken and nothing is rebuilt (every table and index keeps its root
-    /// page); GRDB only replaces the merged versions' records with the merged one's, and the
-    /// metered usage's table is added.
+    /// page); GRDB only replaces the merged versions' records with the merged one's, the metered
+    /// usage's table is added, and the rows are converted in place (v6).
     @Test func aStoreWithEveryVersionTakenOpensUnchanged() async throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("v4.sqlite")
@@ -200,7 +202,81 @@ import TestSupport
         let after = try state()
         #expect(after.pages.filter { $0["name"] != "metered_usage" && $0["name"] != "sqlite_autoindex_metered_usage_1" } == before.pages)
         #expect(after.pages.contains { $0["name"] == "metered_usage" })
-        #expect(after.identifiers == ["v4: indexes in backfill order", "v5: metered bytes per day"])
+        #expect(after.identifiers == ["v4: indexes in backfill order", "v6: Unix times and text payloads"])
+    }
+
+    /// A version-five store kept its times in seconds since 2001 and its payloads in BLOBs; opened
+    /// by this syncd, every time is moved to the Unix epoch exactly as SQLite adds, every payload is
+    /// TEXT with the same bytes, and SQLite's own date and JSON functions read them as they are. The
+    /// store's API gives the same dates and bytes as before, and retention by age counts from the
+    /// moved times.
+    @Test func aVersionFiveStoreGetsUnixTimesAndTextPayloads() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("v5.sqlite")
+        // Fractions that a Double holds exactly in either base (so the API's dates survive), and
+        // one that it does not (so the shift must be SQLite's own addition, not a rounder one).
+        let synced = 789_000_000.125, other = 700_000_000.3
+        let items: [(id: String, position: Int, payload: Data, storedAt: Double?)] = [
+            ("c", 3, Data(#"{"x":3,"content":"third"}"#.utf8), synced - 10_000.5),
+            ("b", 2, Data(#"{"x":"é ☃ 🐘","content":"second"}"#.utf8), other),
+            ("a", 1, Data(#"{"x":[1,2],"content":""}"#.utf8), nil),
+        ]
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: """
+                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                INSERT INTO grdb_migrations VALUES ('v4: indexes in backfill order'), ('v5: metered bytes per day');
+                CREATE TABLE feed (
+                    id TEXT PRIMARY KEY NOT NULL, older_cursor TEXT, newer_cursor TEXT,
+                    end_reached INTEGER NOT NULL DEFAULT 0, has_loaded INTEGER NOT NULL DEFAULT 0,
+                    last_sync_at REAL, revision INTEGER NOT NULL DEFAULT 0,
+                    item_count INTEGER NOT NULL DEFAULT 0, gap_cursor TEXT, gap_floor INTEGER,
+                    gap_pages INTEGER NOT NULL DEFAULT 0, gap_items INTEGER NOT NULL DEFAULT 0, source TEXT
+                );
+                CREATE TABLE item (
+                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
+                    id TEXT NOT NULL, position INTEGER NOT NULL, payload BLOB NOT NULL, stored_at REAL,
+                    PRIMARY KEY (feed, id DESC)
+                );
+                CREATE INDEX item_order ON item(feed, position DESC);
+                CREATE TABLE metered_usage (feed TEXT PRIMARY KEY NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL);
+                INSERT INTO metered_usage VALUES ('home', '2026-01-01', 4096);
+                """)
+            try db.execute(sql: "INSERT INTO feed (id, newer_cursor, has_loaded, last_sync_at, revision, item_count) VALUES ('home', 'n3', 1, ?, 4, 3), ('idle', NULL, 0, NULL, 0, 0)",
+                           arguments: [synced])
+            for item in items {
+                try db.execute(sql: "INSERT INTO item VALUES ('home', ?, ?, ?, ?)", arguments: [item.id, item.position, item.payload, item.storedAt])
+            }
+            #expect(try String.fetchAll(db, sql: "SELECT DISTINCT typeof(payload) FROM item") == ["blob"])
+        }
+
+        let store = try SQLiteFeedStore(path: path)
+        let epoch = 978_307_200.0
+        try await DatabaseQueue(path: path).read { db in
+            #expect(try Double?.fetchAll(db, sql: "SELECT last_sync_at FROM feed ORDER BY id") == [synced + epoch, nil])
+            #expect(try String.fetchOne(db, sql: "SELECT strftime('%Y-%m-%d %H:%M:%f', last_sync_at, 'unixepoch') FROM feed WHERE id = 'home'") == "2026-01-01 22:40:00.125")
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT id, stored_at, typeof(payload) AS type, CAST(payload AS BLOB) AS bytes, json_extract(payload, '$.x') AS x
+                FROM item ORDER BY position DESC
+                """)
+            #expect(rows.map { $0["stored_at"] as Double? } == items.map { $0.storedAt.map { $0 + epoch } })
+            #expect(rows.map { $0["type"] as String } == ["text", "text", "text"])
+            #expect(rows.map { $0["bytes"] as Data } == items.map(\.payload))
+            #expect(rows.map { $0["x"] as DatabaseValue } == [3.databaseValue, "é ☃ 🐘".databaseValue, "[1,2]".databaseValue])
+            #expect(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
+                == ["v4: indexes in backfill order", "v6: Unix times and text payloads"])
+            #expect(try Row.fetchOne(db, sql: "SELECT day, bytes FROM metered_usage") == ["day": "2026-01-01", "bytes": 4096])
+        }
+        #expect(try await store.load(feed: "home").lastSyncAt == Date(timeIntervalSinceReferenceDate: synced))
+        #expect(try await store.items(feed: "home", offset: 0, limit: 10) == items.map { FeedItem(id: $0.id, payload: $0.payload) })
+
+        // Retention by age compares the moved times with a commit's: a day's limit keeps the new
+        // page and drops the items stored more than a day before it.
+        let later = try SQLiteFeedStore(path: path, retention: ["home": .init(keepAge: .seconds(86_400))])
+        let now = Date(timeIntervalSinceReferenceDate: synced + 86_400)
+        let outcome = try await later.commit(feed: "home", direction: .newer, page: page(["e", "d"], older: nil, newer: "n5"), at: now)
+        #expect(try await later.items(feed: "home", offset: 0, limit: 10).map(\.id) == ["e", "d"])
+        #expect(outcome.feed == (try await later.load(feed: "home")))
+        #expect(try MigrationTests.schema(path) == (try Self.newStoreSchema()))
     }
 
     /// SQLite's own description of the schema of the store at `path` (its pragmas), as text; the

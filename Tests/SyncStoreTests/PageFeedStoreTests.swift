@@ -7,7 +7,9 @@ import TestSupport
 /// Page shifts, gaps, exact ids and changed sources in the SQLite store, checked against the
 /// reference model (FeedLog).
 @Suite struct PageFeedStoreTests {
-    let date = Date(timeIntervalSinceReferenceDate: 12_345.678)
+    // A time the store gives back exactly, to compare with the reference's: it keeps Unix
+    // seconds in a Double, which holds this fraction, not every one a `Date` holds.
+    let date = Date(timeIntervalSince1970: 1_767_225_600.375)
 
     func paged(_ ids: [String], next: String?, newer: String? = nil) -> FeedPage {
         FeedPage(items: ids.map(item), olderCursor: next, newerCursor: newer, continuation: next)

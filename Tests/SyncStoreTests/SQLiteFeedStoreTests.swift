@@ -12,7 +12,9 @@ func page(_ ids: [String], older: String?, newer: String?) -> FeedPage {
 }
 
 @Suite struct SQLiteFeedStoreTests {
-    let date = Date(timeIntervalSinceReferenceDate: 12_345.678)
+    // A time the store gives back exactly, to compare with the reference's: it keeps Unix
+    // seconds in a Double, which holds this fraction, not every one a `Date` holds.
+    let date = Date(timeIntervalSince1970: 1_767_225_600.375)
 
     @Test func storesPagesInFeedOrderWithCursorsInARealWALFile() async throws {
         let dir = try TemporaryDirectory()
