@@ -236,6 +236,8 @@ let package = Package(
                 "SyncCore",
                 "ConnectivityPolicy",
                 "AsyncBroadcast",
+                "CScheduling",
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -140,6 +140,14 @@ let package = Package(
             path: "Benchmarks/MetricsScrape",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        /// Root's GetStatus while 16 clients page through a feed with ListItems, ListItems items/s,
+        /// and syncd's memory under a flood of pipelined calls nobody reads.
+        .executableTarget(
+            name: "ControlFairness",
+            dependencies: ["BenchmarkSupport", "SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/ControlFairness",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
         /// The syncd binary idle between refreshes: context switches per second and RSS.
         .executableTarget(
             name: "IdleCost",

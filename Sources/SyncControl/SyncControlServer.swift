@@ -152,12 +152,14 @@ public final class SyncControlServer: Sendable, Service {
         interface.method("GetMetrics") { _ in
             try await mapped { MetricsResult(text: try await handler.metrics()) }
         }
+        let bulk = BulkWorkers()
         interface.encodedMethod("ListItems", parameters: ListItemsParameters.self) { parameters, _ in
             let limit = parameters.limit ?? configuration.defaultItemsPerPage
             guard (1...configuration.maxItemsPerPage).contains(limit) else {
                 throw VarlinkError.invalidParameter("limit")
             }
-            return try await mapped { try await handler.items(feed: parameters.feed, limit: limit, after: parameters.after) }.encoded()
+            let page = try await mapped { try await handler.items(feed: parameters.feed, limit: limit, after: parameters.after) }
+            return try await bulk.run { page.encoded() }
         }
 
         let mutations: [(String, @Sendable (String?) async throws -> [String])] = [

@@ -89,7 +89,8 @@ func statusRoundTrip(socket path: String) throws -> String {
     }
 }
 
-private func procKiB(pid: Int32, file: String, _ key: String) -> Int {
+/// A `key: N kB` figure of `/proc/<pid>/<file>` (`status`: `VmRSS`, `VmHWM`), 0 when unreadable.
+public func procKiB(pid: Int32, file: String, _ key: String) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
         return Int(line.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ")[0]) ?? 0

@@ -11,6 +11,8 @@ public final class ScrapeRig: Sendable {
     private let directory: String
 
     public var metricsSocket: String { "\(directory)/metrics.sock" }
+    /// The syncd process, for reading its memory from `/proc`.
+    public var syncdPID: Int32 { syncd.pid }
     public var controlSocket: String { "\(directory)/io.syncd" }
 
     /// Starts the server and syncd and waits until every feed is stored (read from the store,
@@ -99,8 +101,8 @@ public final class ScrapeRig: Sendable {
     }
 }
 
-/// A connected Unix stream socket.
-func connectUnix(_ path: String) throws -> Int32 {
+/// A connected Unix stream socket (blocking, close-on-exec).
+public func connectUnix(_ path: String) throws -> Int32 {
     let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw SyncRigError("socket: errno \(errno)") }
     var address = sockaddr_un()

@@ -1,0 +1,228 @@
+// The control socket under a heavy and a hostile load, against the same daemon unloaded in the
+// same run (issue 39). The release syncd binary (SYNCD_BENCH_SYNCD, or the one scripts/bench
+// builds) with one synced feed of FAIRNESS_ITEMS items (default 20,000):
+//
+// 1. root's GetStatus (a new connection each) alone, FAIRNESS_CALLS times (default 300);
+// 2. the same while FAIRNESS_CLIENTS clients (default 16) page through the feed with ListItems
+//    (limit 500, one connection each, from the top again at the end), and those clients' items/s;
+// 3. syncd's RSS while 16 connections each send a Watch, then pipeline 127 calls of ~64 KiB and
+//    never read a reply
+//    (the amplification attack of issue 39), against its RSS just before.
+//
+// The summary prints p50/p99 of both GetStatus runs and their ratio, items/s, and the RSS growth.
+
+import Benchmark
+import Foundation
+import Synchronization
+import BenchmarkSupport
+import SyncBenchmarkSupport
+
+let aloneMetric = BenchmarkMetric.custom("GetStatus alone p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let loadedMetric = BenchmarkMetric.custom("GetStatus under ListItems p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let aloneMedianMetric = BenchmarkMetric.custom("GetStatus alone p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let loadedMedianMetric = BenchmarkMetric.custom("GetStatus under ListItems p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let itemsMetric = BenchmarkMetric.custom("ListItems items/s", polarity: .prefersLarger, useScalingFactor: false)
+let growthMetric = BenchmarkMetric.custom("RSS growth under attack (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
+
+let benchmarks: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let items = Int(environment["FAIRNESS_ITEMS"] ?? "") ?? 20_000
+    let calls = Int(environment["FAIRNESS_CALLS"] ?? "") ?? 300
+    let clients = Int(environment["FAIRNESS_CLIENTS"] ?? "") ?? 16
+    let holder = RigHolder<ScrapeRig>("control-fairness")
+    Benchmark(
+        "GetStatus under \(clients) ListItems clients, \(items) items",
+        configuration: .init(
+            metrics: [aloneMedianMetric, aloneMetric, loadedMedianMetric, loadedMetric, itemsMetric, growthMetric],
+            timeUnits: .microseconds,
+            units: [aloneMedianMetric: .count, aloneMetric: .count, loadedMedianMetric: .count, loadedMetric: .count, itemsMetric: .count, growthMetric: .count],
+            warmupIterations: 0,
+            maxDuration: .seconds(900),
+            maxIterations: 1,
+            setup: {
+                let rig = try await ScrapeRig(feeds: 1, items: items)
+                holder.rig.withLock { $0 = rig }
+            },
+            teardown: {
+                holder.rig.withLock { $0 }?.shutdown()
+                holder.rig.withLock { $0 = nil }
+            }
+        )
+    ) { benchmark in
+        do {
+            let rig = try holder.current
+            for _ in 0..<20 { try rig.status() }
+            let alone = try statusLatencies(rig, calls: calls)
+
+            let stop = Atomic(false)
+            let pages = Atomic(0)
+            let served = Atomic(0)
+            let failures = Mutex<[String]>([])
+            let threads = (0..<clients).map { _ in
+                Thread {
+                    do {
+                        let fd = try connectUnix(rig.controlSocket)
+                        defer { close(fd) }
+                        var after: String?
+                        while !stop.load(ordering: .relaxed) {
+                            let (count, next) = try listItems(fd: fd, feed: "feed1", after: after)
+                            served.add(count, ordering: .relaxed)
+                            pages.add(1, ordering: .relaxed)
+                            after = next
+                        }
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                }
+            }
+            let loadStart = ContinuousClock.now
+            for thread in threads { thread.start() }
+            Thread.sleep(forTimeInterval: 1)
+            let servedBefore = served.load(ordering: .relaxed)
+            let measureStart = ContinuousClock.now
+            let loaded = try statusLatencies(rig, calls: calls)
+            let measured = (ContinuousClock.now - measureStart).seconds
+            let itemsPerSecond = Double(served.load(ordering: .relaxed) - servedBefore) / measured
+            stop.store(true, ordering: .relaxed)
+            Thread.sleep(forTimeInterval: 0.5)
+            _ = loadStart
+
+            let growth = try attackGrowth(rig)
+
+            benchmark.measurement(aloneMedianMetric, Int(percentile(alone, 0.5)))
+            benchmark.measurement(loadedMedianMetric, Int(percentile(loaded, 0.5)))
+            benchmark.measurement(aloneMetric, Int(percentile(alone, 0.99)))
+            benchmark.measurement(loadedMetric, Int(percentile(loaded, 0.99)))
+            benchmark.measurement(itemsMetric, Int(itemsPerSecond))
+            benchmark.measurement(growthMetric, growth.grown)
+            let failed = failures.withLock { $0 }
+            print(String(
+                format: """
+                control-fairness summary, %d items, %d ListItems clients (limit 500), %d GetStatus each run:
+                  GetStatus alone:            p50 %.0f µs, p99 %.0f µs
+                  GetStatus under ListItems:  p50 %.0f µs, p99 %.0f µs (p99 %.2f× alone)
+                  ListItems: %.0f items/s over %.1f s (%d pages in all)%@
+                  RSS under the attack (16 connections × 127 pipelined ~64 KiB calls, unread): %d KiB before, peak %d KiB (+%d KiB)
+                """,
+                items, clients, calls,
+                percentile(alone, 0.5), percentile(alone, 0.99),
+                percentile(loaded, 0.5), percentile(loaded, 0.99), percentile(loaded, 0.99) / max(percentile(alone, 0.99), 1),
+                itemsPerSecond, measured, pages.load(ordering: .relaxed),
+                failed.isEmpty ? "" : "; client errors: \(failed.prefix(3))" as NSString,
+                growth.before, growth.peak, growth.grown))
+        } catch {
+            benchmark.error("control-fairness: \(error)")
+        }
+    }
+}
+
+/// `calls` GetStatus round trips, each on a new connection, in µs.
+func statusLatencies(_ rig: ScrapeRig, calls: Int) throws -> [Double] {
+    try (0..<calls).map { _ in
+        let start = ContinuousClock.now
+        try rig.status()
+        return (ContinuousClock.now - start).seconds * 1_000_000
+    }
+}
+
+/// One ListItems page on `fd`: the items in it and the cursor of the next (`nil` at the end).
+func listItems(fd: Int32, feed: String, after: String?) throws -> (Int, String?) {
+    let afterJSON = after.map { #","after":"\#($0)""# } ?? ""
+    let request = Array(#"{"method":"io.syncd.ListItems","parameters":{"feed":"\#(feed)","limit":500\#(afterJSON)}}"#.utf8) + [0]
+    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+        throw SyncRigError("send: errno \(errno)")
+    }
+    var reply: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 262_144)
+    while reply.last != 0 {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { throw SyncRigError("ListItems: no reply (errno \(errno))") }
+        reply.append(contentsOf: buffer[0..<count])
+    }
+    // Scanned as bytes: the clients must cost little CPU next to the syncd they load.
+    if reply.starts(with: Array(#"{"error""#.utf8)) || occurrences(of: Array(#""error":"#.utf8), in: reply.prefix(64)) > 0 {
+        throw SyncRigError("ListItems: \(String(decoding: reply.prefix(200), as: UTF8.self))")
+    }
+    let count = occurrences(of: Array(#""summary":"#.utf8), in: reply[...])
+    var next: String?
+    let marker = Array(#""next":""#.utf8)
+    if let start = lastIndex(of: marker, in: reply) {
+        let value = reply[(start + marker.count)...].prefix { $0 != UInt8(ascii: "\"") }
+        next = String(decoding: value, as: UTF8.self)
+    }
+    return (count, next)
+}
+
+/// How often `needle` occurs in `haystack`.
+func occurrences(of needle: [UInt8], in haystack: ArraySlice<UInt8>) -> Int {
+    var count = 0
+    var index = haystack.startIndex
+    while index + needle.count <= haystack.endIndex {
+        if haystack[index] == needle[0] && haystack[index..<(index + needle.count)].elementsEqual(needle) {
+            count += 1
+            index += needle.count
+        } else {
+            index += 1
+        }
+    }
+    return count
+}
+
+/// Where `needle` last starts in `haystack`.
+func lastIndex(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
+    var index = haystack.count - needle.count
+    while index >= 0 {
+        if haystack[index] == needle[0] && haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
+        index -= 1
+    }
+    return nil
+}
+
+/// syncd's RSS before and at its peak while 16 connections pipeline 127 calls of ~64 KiB each
+/// (non-blocking writes, never a read) for 5 s.
+func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: Int) {
+    let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
+    let pad = String(repeating: "p", count: 64 * 1024 - 200)
+    let call = Array(#"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#.utf8) + [0]
+    // Each connection a Watch first, as in the issue: calls behind a stream never run.
+    let watch = Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0]
+    let sockets = try (0..<16).map { _ in
+        let fd = try connectUnix(rig.controlSocket)
+        _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        return fd
+    }
+    defer { for fd in sockets { close(fd) } }
+    var sent = [Int](repeating: 0, count: sockets.count)
+    var offset = [Int](repeating: 0, count: sockets.count)
+    var peak = before
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+        for (index, fd) in sockets.enumerated() where sent[index] < 127 {
+            let written = call[offset[index]...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written > 0 {
+                offset[index] += written
+                if offset[index] == call.count { offset[index] = 0; sent[index] += 1 }
+            } else if written < 0 && errno != EAGAIN && errno != EINTR {
+                sent[index] = 127
+            }
+        }
+        peak = max(peak, procKiB(pid: rig.syncdPID, file: "status", "VmRSS"))
+        usleep(1_000)
+    }
+    return (before, peak, peak - before)
+}
+
+/// Nearest-rank percentile of `values`.
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
