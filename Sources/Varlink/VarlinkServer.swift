@@ -328,15 +328,18 @@ public final class VarlinkServer: Sendable {
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
                 .channelOption(.allowRemoteHalfClosure, value: true)
+                // Reads of at most 16 KiB: what a connection holds beyond its queue is one read
+                // and the message it completes, not NIO's default 64 KiB reads.
+                .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16384))
                 .withConnectedSocket(socket.fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkFrameDecoder(maxMessageSize: configuration.maxMessageSize)))
                         // Half-closure lets a finished stream end with EOF while the client may still talk.
-                        // NIO buffers no more than a frame or two ahead of the reader, which counts
+                        // NIO buffers no more than a frame ahead of the reader, which counts
                         // and bounds what it queues (VarlinkServerConnection).
                         return try NIOAsyncChannel<VarlinkFrame, ByteBuffer>(
                             wrappingChannelSynchronously: channel,
-                            configuration: .init(backPressureStrategy: .init(lowWatermark: 1, highWatermark: 2), isOutboundHalfClosureEnabled: true)
+                            configuration: .init(backPressureStrategy: .init(lowWatermark: 1, highWatermark: 1), isOutboundHalfClosureEnabled: true)
                         )
                     }
                 }
