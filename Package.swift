@@ -235,7 +235,6 @@ let package = Package(
                 "Varlink",
                 "SyncCore",
                 "ConnectivityPolicy",
-                "AsyncBroadcast",
                 "CScheduling",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -290,7 +289,7 @@ let package = Package(
         .executableTarget(
             name: "syncctl",
             dependencies: [
-                "SyncControl", "SyncTerminal", "SyncCore", "ConnectivityPolicy",
+                "SyncControl", "SyncTerminal", "SyncCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -324,7 +323,11 @@ let package = Package(
         ),
         .testTarget(
             name: "EventLoopClockTests",
-            dependencies: ["EventLoopClock", "TestSupport", .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "EventLoopClock", "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "EventLoopExecutorTests",

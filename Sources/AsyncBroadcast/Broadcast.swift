@@ -35,9 +35,6 @@ package final class Broadcast<Element: Sendable>: Sendable {
     /// Subscribers whose streams are still open.
     package var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 
-    /// Whether ``finish()`` was called.
-    package var isFinished: Bool { state.withLock { $0.finished } }
-
     /// Records `value` as the latest and yields it to every subscriber.
     package func publish(_ value: Element) {
         state.withLock { state in

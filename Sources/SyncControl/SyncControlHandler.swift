@@ -9,8 +9,9 @@ public protocol SyncControlHandler: Sendable {
 
     /// The current status first, then a new value whenever anything changes.
     ///
-    /// ``StatusBroadcaster/updates()`` is a ready-made implementation. The server keeps only
-    /// the newest undelivered value per client, so a slow client never makes it buffer more.
+    /// A stream per call, each subscriber getting the latest value first (syncd's own handler
+    /// subscribes to a broadcast of its status). The server keeps only the newest undelivered
+    /// value per client, so a slow client never makes it buffer more.
     func statusUpdates() async -> AsyncStream<ControlStatus>
 
     /// Starts loading newer items of `feed`, or of every feed when `nil`; returns the feeds

@@ -175,11 +175,6 @@ import Foundation
         lane(direction).attempt
     }
 
-    /// Whether `token` is the timer scheduled for `direction`.
-    public func isScheduled(_ token: FetchToken, in direction: Direction) -> Bool {
-        lane(direction).timer == token
-    }
-
     private func publicState(_ direction: Direction) -> DirectionState {
         let lane = lane(direction)
         return DirectionState(

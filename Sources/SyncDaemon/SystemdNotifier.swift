@@ -16,9 +16,6 @@ public struct SystemdNotifier: Sendable {
         socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// Whether systemd gave a notification socket (syncd runs under `Type=notify`).
-    public var isEnabled: Bool { socketPath != nil }
-
     /// Sends `READY=1`, `STATUS=…` and the like. Failures are returned, never fatal.
     ///
     /// Never waits: a reader that stopped reading (a stuck manager, a test's socket) lets only a

@@ -73,6 +73,4 @@ public struct ANSI: Sendable, Hashable {
     public static let brightRed = ANSI(code: "1;31")
     /// Black on yellow: the offline banner.
     public static let banner = ANSI(code: "30;43")
-    /// A shade of the 256-colour grey ramp (232 black … 255 white).
-    public static func greyLevel(_ level: Int) -> ANSI { ANSI(code: "38;5;\(232 + max(0, min(23, level)))") }
 }

@@ -67,7 +67,4 @@ extension VarlinkError {
 
     /// A streaming method was called without `more`.
     public static let expectedMore = VarlinkError("org.varlink.service.ExpectedMore")
-
-    /// Whether this is ``permissionDenied``.
-    public var isPermissionDenied: Bool { name == VarlinkError.permissionDenied.name }
 }
