@@ -310,7 +310,7 @@ public struct HTTPFeedSource: FeedSource {
             if opensWithMarkup(raw.body), SyndicationParser.looksLikeSyndication(raw.body) {
                 // Atom or RSS: its entries as JSON objects, its own links (RFC 5005) beside the header's.
                 let document = try SyndicationParser.parse(raw.body, url: raw.url)
-                page = ParsedPage(items: document.items, versions: document.versions, values: [:], itemsAt: .root)
+                page = ParsedPage(items: document.items, values: [:], itemsAt: .root)
                 links += document.links
                 syndicated = true
                 syndication.set(document.format == .atom ? "an Atom document's entries" : "an RSS channel's items")

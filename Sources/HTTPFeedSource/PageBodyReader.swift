@@ -3,11 +3,9 @@ import SyncCore
 
 /// A page body read by a ``FeedDescriptor``: its items and the envelope's values.
 public struct ParsedPage: Sendable {
-    /// The items in body order, each payload the item's bytes as received.
+    /// The items in body order, each payload the item's bytes as received and its version
+    /// (``FeedItem/version``, at the descriptor's `updated` pointer) where one was asked for.
     public var items: [FeedItem]
-    /// Each item's version (the descriptor's `updated` pointer), in the order of ``items``;
-    /// `nil` where the item has none or none was asked for.
-    public var versions: [String?]
     /// The values found at the pointers asked for; absent pointers are missing.
     public var values: [JSONPointer: JSONScalar]
     /// Where the items were: the descriptor's pointer, or the one found in the body.
@@ -35,7 +33,7 @@ extension JSONPageParser {
         if values.isEmpty, plainID, items?.isRoot ?? true, Self.firstByte(of: body) == UInt8(ascii: "[") {
             // The bare array of Mastodon and GitHub: the scan built for it.
             let found = try parse(body)
-            return ParsedPage(items: found, versions: Array(repeating: nil, count: found.count), values: [:], itemsAt: .root)
+            return ParsedPage(items: found, values: [:], itemsAt: .root)
         }
         if let first = Self.firstByte(of: body), first != UInt8(ascii: "{"), first != UInt8(ascii: "[") {
             throw Self.notJSON(body, first: first)
@@ -50,11 +48,10 @@ extension JSONPageParser {
         let scan = try envelope(body, plan)
         guard let found = scan.items else { throw Self.misfit(scan, items: at) }
         let base = body.startIndex
-        var page = ParsedPage(items: [], versions: [], values: [:], itemsAt: at)
+        var page = ParsedPage(items: [], values: [:], itemsAt: at)
         page.items.reserveCapacity(found.count)
         for item in found {
-            page.items.append(FeedItem(id: item.id, payload: body[(base + item.bytes.lowerBound)..<(base + item.bytes.upperBound)]))
-            page.versions.append(item.updated)
+            page.items.append(FeedItem(id: item.id, payload: body[(base + item.bytes.lowerBound)..<(base + item.bytes.upperBound)], version: item.updated))
         }
         for (pointer, value) in zip(values, scan.scalars) {
             if let value { page.values[pointer] = value }

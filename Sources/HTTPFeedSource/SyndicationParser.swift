@@ -20,10 +20,9 @@ struct SyndicationPage: Sendable {
     var format: Format
     /// Entries in document order (servers send newest first), each with its id and a JSON
     /// payload of fixed member order, so identical bodies store identical bytes.
+    /// Each item's version is Atom's `<updated>`; RSS has no version element, so a changed RSS
+    /// item is seen by its payload only.
     var items: [FeedItem]
-    /// Each entry's version, index for index with `items`: Atom `<updated>`; RSS has no
-    /// version element, so `nil` there, and a changed RSS item is seen only by its payload.
-    var versions: [String?]
     /// The document's own links (feed or channel level, never an entry's), targets resolved
     /// against the request URL and `xml:base`: where RFC 5005 paging (`next`, `previous`,
     /// `first`, `last`, `prev-archive`, `next-archive`, `current`) continues.
@@ -104,16 +103,14 @@ enum SyndicationParser {
                                    elementCount: document.elementCount, in: bytes)
         var ids = DistinctIDs()
         var items: [FeedItem] = []
-        var versions: [String?] = []
         items.reserveCapacity(document.entries.count)
         for (index, entry) in document.entries.enumerated() {
             let id = try entry.id(format: document.format, position: index + 1)
             guard ids.insert(id) else { throw malformed("id \"\(id)\" appears twice in one page") }
             let original = String(decoding: bytes[originals[index]], as: UTF8.self)
-            items.append(FeedItem(id: id, payload: entry.payload(id: id, original: original)))
-            versions.append(document.format == .atom ? entry.updated : nil)
+            items.append(FeedItem(id: id, payload: entry.payload(id: id, original: original), version: document.format == .atom ? entry.updated : nil))
         }
-        return SyndicationPage(format: document.format, items: items, versions: versions, links: document.links)
+        return SyndicationPage(format: document.format, items: items, links: document.links)
     }
 
     /// A `.malformed` failure worded as the JSON parser's are, so logs read alike.

@@ -73,6 +73,7 @@ public struct FeedLog: Sendable, Hashable {
         var overlapped = false
         var reachedFloor = false
         var inserted = 0
+        var updated = 0
         // Runs of new items, each between the stored items around it in the page.
         var upper: ExactID?
         var run: [FeedItem] = []
@@ -101,6 +102,10 @@ public struct FeedLog: Sendable, Hashable {
             guard inPage.insert(key).inserted else { continue }
             if ids.contains(key) {
                 overlapped = true
+                if let at = position(of: key), Self.replaces(item, stored: items[at]) {
+                    items[at] = item
+                    updated += 1
+                }
                 if gapPage, let floor = gapFloor, let bottom = position(of: floor), let at = position(of: key), at >= bottom {
                     reachedFloor = true
                 }
@@ -131,7 +136,14 @@ public struct FeedLog: Sendable, Hashable {
             revision: feed.revision + 1,
             gap: gap.gap
         )
-        return CommitOutcome(feed: feed, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
+        return CommitOutcome(feed: feed, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated)
+    }
+
+    /// Whether a fetched item replaces the stored one: when either states a version, only a newer
+    /// version does; else any change of the payload's bytes does.
+    public static func replaces(_ fetched: FeedItem, stored: FeedItem) -> Bool {
+        if fetched.version != nil || stored.version != nil { return FeedItem.isNewer(fetched.version, than: stored.version) }
+        return fetched.payload != stored.payload
     }
 
     private func position(of id: ExactID) -> Int? {

@@ -9,11 +9,28 @@ public struct FeedItem: Sendable, Hashable, Codable {
     public var id: String
     /// The item's JSON object, byte for byte as received.
     public var payload: Data
+    /// The item's version or modification time as the server states it (the feed descriptor's
+    /// `updated`), when the feed has one: a stored item is replaced by a fetched one only when
+    /// the fetched version is newer (``isNewer(_:than:)``). Derived from the payload, so not
+    /// part of equality.
+    public var version: String?
 
-    /// An item with its server-given id and its JSON object as received.
-    public init(id: String, payload: Data) {
+    /// An item with its server-given id, its JSON object as received and its version, if any.
+    public init(id: String, payload: Data, version: String? = nil) {
         self.id = id
         self.payload = payload
+        self.version = version
+    }
+
+    /// Whether version `fetched` is newer than `stored`: as numbers when both are integers (a
+    /// revision, a Unix time), else as text, which orders RFC 3339 times written the same way
+    /// (the way one server writes them). A missing version is never newer, and anything is newer
+    /// than a missing one.
+    public static func isNewer(_ fetched: String?, than stored: String?) -> Bool {
+        guard let fetched else { return false }
+        guard let stored else { return true }
+        if let a = Int64(fetched), let b = Int64(stored) { return a > b }
+        return fetched > stored
     }
 
     /// Equal when ids (byte for byte, see ``ExactID``) and payloads are.

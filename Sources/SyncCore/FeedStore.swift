@@ -75,20 +75,25 @@ public struct CommitOutcome: Sendable, Hashable {
     /// Some item of the page was already stored: for a newer page, the refresh has met what the
     /// store holds and need not go on.
     public var overlapped: Bool
+    /// Stored items the page brought changed, replaced in place (same position).
+    public var updated: Int
 
     /// The outcome of one commit.
-    public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int, overlapped: Bool = false) {
+    public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int, overlapped: Bool = false, updated: Int = 0) {
         self.feed = feed
         self.pageItemCount = pageItemCount
         self.inserted = inserted
         self.overlapped = overlapped
+        self.updated = updated
     }
 }
 
 /// Durable storage of feeds, as the coordinator needs it.
 ///
 /// The contract every implementation keeps (``FeedLog`` is its reference):
-/// - items are keyed by (feed, id); a page's items already stored are skipped, never duplicated;
+/// - items are keyed by (feed, id); a page's items already stored are never duplicated: one the
+///   page brings changed replaces the stored one where it stands (only a newer version, when the
+///   feed states versions), an unchanged one is not written;
 /// - items keep feed order, newest first: an `initial` page, `older` pages appended below and
 ///   `newer` pages prepended above; new items of a page that also holds stored items go next to
 ///   them, in page order (a page shift: an item before a stored one is newer than it, whatever

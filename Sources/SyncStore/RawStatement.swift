@@ -67,6 +67,25 @@ struct RawStatement {
         }
     }
 
+    /// Binds `value` as TEXT, or NULL when `nil`.
+    func bind(_ index: Int32, _ value: String?) throws {
+        guard let value else { return try check(sqlite3_bind_null(handle, index)) }
+        try bind(index, value)
+    }
+
+    /// Column `index` of the current row as its bytes (a TEXT or BLOB value as stored).
+    func bytes(_ index: Int32) -> Data {
+        let count = Int(sqlite3_column_bytes(handle, index))
+        guard count > 0, let base = sqlite3_column_blob(handle, index) else { return Data() }
+        return Data(bytes: base, count: count)
+    }
+
+    /// Column `index` of the current row as text; `nil` for NULL.
+    func text(_ index: Int32) -> String? {
+        guard sqlite3_column_type(handle, index) != SQLITE_NULL, let text = sqlite3_column_text(handle, index) else { return nil }
+        return String(cString: text)
+    }
+
     /// Column `index` of the current row, as an integer.
     func int(_ index: Int32) -> Int {
         Int(sqlite3_column_int64(handle, index))

@@ -73,17 +73,19 @@ extension SQLiteFeedStore {
             where count - index >= rows {
                 let insert = try RawStatement(db, sql: sql)
                 // A reset keeps the bindings: the feed and the time are bound once per run.
+                let columns = Int32(SQLiteFeedStore.columnsPerRow)
                 for row in 0..<Int32(rows) {
-                    try insert.bind(row * 5 + 1, feed)
-                    try insert.bind(row * 5 + 5, storedAt)
+                    try insert.bind(row * columns + 1, feed)
+                    try insert.bind(row * columns + 5, storedAt)
                 }
                 while count - index >= rows {
                     defer { insert.reset() }
                     for row in 0..<rows {
-                        let item = items[index + row], base = Int32(row) * 5
+                        let item = items[index + row], base = Int32(row) * columns
                         try insert.bind(base + 2, item.id)
                         try insert.bind(base + 3, first - index - row)
                         try insert.bind(base + 4, text: item.payload)
+                        try insert.bind(base + 6, item.version)
                     }
                     _ = try insert.step()
                     inserted += db.changesCount

@@ -431,11 +431,13 @@ public struct SQLiteFeedStore: FeedStore {
         var overlapped = false
         var reachedFloor = false
         var inserted = 0
+        var updated = 0
         /// Places the page's new items around those stored already (anchors), in runs.
         func placeByAnchors() throws {
             // The page's items that are stored already, with their positions: they anchor the new
             // ones (a page shift brings stored items and new ones in one page).
-            var stored = try storedPositions(db, feed: feed, ids: page.items.map(\.id))
+            var (stored, replaced) = try storedPositions(db, feed: feed, items: page.items)
+            updated += replaced
             var upper: Int?
             var run: [FeedItem] = []
             var inPage = DistinctIDs()
@@ -522,7 +524,7 @@ public struct SQLiteFeedStore: FeedStore {
             olderCursor: cursors.older, newerCursor: cursors.newer, endReached: cursors.endReached, hasLoaded: true,
             itemCount: current.itemCount + inserted - pruned, lastSyncAt: Date(timeIntervalSince1970: seconds),
             revision: current.revision + 1, gap: gap.gap)
-        return CommitOutcome(feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped)
+        return CommitOutcome(feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated)
     }
 
     /// Writes `page`'s items (each id once) below everything stored, in a savepoint that is rolled
@@ -578,20 +580,39 @@ public struct SQLiteFeedStore: FeedStore {
             arguments: [feed, rank - 1])
     }
 
-    /// Positions of those of `ids` that the feed stores, keyed by exact id (SQLite compares TEXT
-    /// byte for byte, as the store's primary key does).
-    private static func storedPositions(_ db: Database, feed: String, ids: [String]) throws -> [ExactID: Int] {
+    /// Positions of those of `items` that the feed stores, keyed by exact id (SQLite compares
+    /// TEXT byte for byte, as the store's primary key does); each stored item the page brings
+    /// changed is replaced in place (``FeedLog/replaces(_:stored:)``: a page from a stale cache
+    /// changes nothing, an unchanged item is not written). Returns the positions and
+    /// how many items were replaced.
+    private static func storedPositions(_ db: Database, feed: String, items: [FeedItem]) throws -> (positions: [ExactID: Int], updated: Int) {
         var result: [ExactID: Int] = [:]
+        var updated = 0
         // One primary-key probe per id: as cheap as a chunked IN list, with one fixed statement.
-        let lookup = try RawStatement(db, sql: "SELECT position FROM item WHERE feed = ? AND id = ?")
+        let lookup = try RawStatement(db, sql: "SELECT position, payload, version FROM item WHERE feed = ? AND id = ?")
         try lookup.bind(1, feed)
-        for id in ids {
+        var replace: RawStatement?
+        for item in items {
             defer { lookup.reset() }
-            try lookup.bind(2, id)
-            if try lookup.step() { result[ExactID(id)] = lookup.int(0) }
+            try lookup.bind(2, item.id)
+            guard try lookup.step() else { continue }
+            result[ExactID(item.id)] = lookup.int(0)
+            guard FeedLog.replaces(item, stored: FeedItem(id: item.id, payload: lookup.bytes(1), version: lookup.text(2))) else { continue }
+            if replace == nil {
+                replace = try RawStatement(db, sql: "UPDATE item SET payload = ?, version = ? WHERE feed = ? AND id = ?")
+                try replace!.bind(3, feed)
+            }
+            defer { replace!.reset() }
+            try replace!.bind(1, text: item.payload)
+            try replace!.bind(2, item.version)
+            try replace!.bind(4, item.id)
+            _ = try replace!.step()
+            updated += db.changesCount
         }
-        return result
+        return (result, updated)
     }
+
+
 
     /// Items written by one INSERT statement at most.
     ///
@@ -603,11 +624,14 @@ public struct SQLiteFeedStore: FeedStore {
     /// 16 keeps the statement small and leaves at most 15 rows of a run to the one-row statement.
     static let rowsPerInsert = 16
 
-    /// `rows` items; a row already stored under its (feed, id) is left alone. Parameters go five
-    /// per row: feed, id, position, payload, stored_at.
+    /// Parameters per row of ``insertSQL(rows:)``: feed, id, position, payload, stored_at, version.
+    static let columnsPerRow = 6
+
+    /// `rows` items; a row already stored under its (feed, id) is left alone. Parameters go
+    /// ``columnsPerRow`` per row: feed, id, position, payload, stored_at, version.
     static func insertSQL(rows: Int) -> String {
-        "INSERT INTO item (feed, id, position, payload, stored_at) VALUES "
-            + repeatElement("(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        "INSERT INTO item (feed, id, position, payload, stored_at, version) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
             + " ON CONFLICT(feed, id) DO NOTHING"
     }
 

@@ -28,6 +28,7 @@ enum Schema {
             }
             try db.execute(sql: readable.steps)
         }
+        migrator.registerMigration(itemVersions.identifier, foreignKeyChecks: .immediate) { db in try db.execute(sql: itemVersions.steps) }
         return migrator
     }
 
@@ -51,6 +52,14 @@ enum Schema {
             UPDATE feed SET last_sync_at = last_sync_at + 978307200.0;
             UPDATE item SET stored_at = stored_at + 978307200.0, payload = CAST(payload AS TEXT);
             """
+    )
+
+    /// Each item's version as the server states it (the feed descriptor's `updated`), so that an
+    /// edit replaces a stored item only when it is newer; NULL for feeds without one. A column
+    /// added with no default rewrites no row.
+    static let itemVersions = (
+        identifier: "v7: item versions",
+        steps: "ALTER TABLE item ADD COLUMN version TEXT;"
     )
 
     /// Bytes each feed received over metered links on its latest day, which a restart keeps

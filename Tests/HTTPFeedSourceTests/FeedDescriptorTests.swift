@@ -37,7 +37,7 @@ struct FeedDescriptorTests {
         let page = try parser.read(body, items: try pointer("/feed"), values: [try pointer("/cursor"), try pointer("/missing")])
         #expect(page.items.map(\.id) == ["at://did:plc:a/app.bsky.feed.post/3k2", "at://did:plc:a/app.bsky.feed.post/3k1"])
         #expect(page.items.map(\.payload) == [Data(first.utf8), Data(second.utf8)])
-        #expect(page.versions == ["2026-11-27T10:00:00Z", "2026-11-27T09:00:00Z"])
+        #expect(page.items.map(\.version) == ["2026-11-27T10:00:00Z", "2026-11-27T09:00:00Z"])
         #expect(page.values == [try pointer("/cursor"): .string("MTcwMDAw+/=")])
     }
 

@@ -120,6 +120,11 @@ final class GitHubStyleServer: Sendable {
         try await admin("closing", ["on": on ? "1" : "0"])
     }
 
+    /// Retitles the item with `id` in place, as an edit on GitHub does.
+    func edit(id: String, title: String) async throws {
+        try await admin("edit", ["id": id, "title": title])
+    }
+
     /// The whole feed as a store should hold it: newest first, bytes as served.
     func items() async throws -> [FeedItem] {
         let response = try await rawRequest("http://127.0.0.1:\(port)/admin/items")

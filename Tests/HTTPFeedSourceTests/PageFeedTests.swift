@@ -43,6 +43,28 @@ struct PageFeedTests {
         #expect(stored == truth, sourceLocation: sourceLocation)
     }
 
+    /// Issues retitled on the server reach the store on the next refresh, where they stand:
+    /// the edited bytes replace the stored ones and nothing moves or repeats.
+    @Test("Items edited on page 1 are replaced in place by the next refresh")
+    func editsOnTheFirstPageReachTheStore() async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(40)
+            try await withFeed(server, perPage: 30) { feed, store in
+                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 40 && !$0.older.load.isLoading }
+                let newest = try await server.items().prefix(3).map(\.id)
+                try await server.edit(id: newest[0], title: "retitled \"once\" ☃")
+                try await server.edit(id: newest[2], title: "")
+                await feed.refresh()
+                try await waitUntil("the edits are stored") {
+                    let stored = try await store.items(feed: "issues", offset: 0, limit: 3).map(\.payload)
+                    return stored == (try await server.items().prefix(3).map(\.payload))
+                }
+                try await expectMirror(store, server)
+                #expect(await feed.state.itemCount == 40)
+            }
+        }
+    }
+
     @Test("75 new items at 30 per page: refresh walks pages 1 to 3 and stores every one, in order")
     func refreshWalksDownToTheStoredItems() async throws {
         try await withGitHubStyleServer { server in

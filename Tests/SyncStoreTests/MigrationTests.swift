@@ -136,7 +136,7 @@ import TestSupport
             []
             [('feed', 0), ('id', 1)]
             [('feed', 0), ('position', 1)]
-            [('v4: indexes in backfill order',), ('v6: Unix times and text payloads',)]
+            [('v4: indexes in backfill order',), ('v6: Unix times and text payloads',), ('v7: item versions',)]
 
             """)
         #expect(try Self.schema(path) == (try Self.newStoreSchema()))
@@ -174,7 +174,7 @@ import TestSupport
     /// A store the four migrations wrote one by one (an earlier syncd) opens as it is: the merged
     /// migration counts as taken and nothing is rebuilt (every table and index keeps its root
     /// page); GRDB only replaces the merged versions' records with the merged one's, the metered
-    /// usage's table is added, and the rows are converted in place (v6).
+    /// usage's table is added, the rows are converted in place (v6) and the version column added (v7).
     @Test func aStoreWithEveryVersionTakenOpensUnchanged() async throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("v4.sqlite")
@@ -183,9 +183,10 @@ import TestSupport
             try db.execute(sql: """
                 DELETE FROM grdb_migrations;
                 DROP TABLE metered_usage;
+                ALTER TABLE item DROP COLUMN version;
                 INSERT INTO grdb_migrations VALUES ('v1: feeds and items'), ('v2: item count per feed'), ('v3: gaps and sources'), ('v4: indexes in backfill order');
                 INSERT INTO feed (id, has_loaded, item_count) VALUES ('home', 1, 1);
-                INSERT INTO item VALUES ('home', 'i1', 7, x'7b7d', 5.0);
+                INSERT INTO item (feed, id, position, payload, stored_at) VALUES ('home', 'i1', 7, x'7b7d', 5.0);
                 """)
         }
         func state() throws -> (pages: [Row], identifiers: [String]) {
@@ -202,7 +203,7 @@ import TestSupport
         let after = try state()
         #expect(after.pages.filter { $0["name"] != "metered_usage" && $0["name"] != "sqlite_autoindex_metered_usage_1" } == before.pages)
         #expect(after.pages.contains { $0["name"] == "metered_usage" })
-        #expect(after.identifiers == ["v4: indexes in backfill order", "v6: Unix times and text payloads"])
+        #expect(after.identifiers == ["v4: indexes in backfill order", "v6: Unix times and text payloads", "v7: item versions"])
     }
 
     /// A version-five store kept its times in seconds since 2001 and its payloads in BLOBs; opened
@@ -263,7 +264,7 @@ import TestSupport
             #expect(rows.map { $0["bytes"] as Data } == items.map(\.payload))
             #expect(rows.map { $0["x"] as DatabaseValue } == [3.databaseValue, "é ☃ 🐘".databaseValue, "[1,2]".databaseValue])
             #expect(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
-                == ["v4: indexes in backfill order", "v6: Unix times and text payloads"])
+                == ["v4: indexes in backfill order", "v6: Unix times and text payloads", "v7: item versions"])
             #expect(try Row.fetchOne(db, sql: "SELECT day, bytes FROM metered_usage") == ["day": "2026-01-01", "bytes": 4096])
         }
         #expect(try await store.load(feed: "home").lastSyncAt == Date(timeIntervalSinceReferenceDate: synced))
