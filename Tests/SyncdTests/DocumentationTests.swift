@@ -12,22 +12,26 @@ struct DocumentationTests {
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
     }
 
-    /// Each README block marked `<!-- compiled: PATH -->` is that file of the Examples package,
-    /// which scripts/test builds: the README's examples compile.
-    @Test func readmeExamplesAreTheCompiledFiles() throws {
-        let readme = try Self.read("README.md")
+    /// Each block of the README and the library guide marked `<!-- compiled: PATH -->` is that
+    /// file of the Examples package, which scripts/test builds: the documented examples compile.
+    @Test func documentedExamplesAreTheCompiledFiles() throws {
         let marker = try Regex(#"<!-- compiled: ([^ ]+) -->\n```swift\n((?:.|\n)*?)```\n"#)
-        let blocks = readme.matches(of: marker)
-        #expect(blocks.count >= 3)
-        for block in blocks {
-            let path = String(try #require(block.output[1].substring))
-            let code = String(try #require(block.output[2].substring))
-            #expect(try Self.read(path) == code, "README block for \(path) differs from the file")
+        var compiled = 0
+        for document in ["README.md", "docs/library.md"] {
+            let text = try Self.read(document)
+            let blocks = text.matches(of: marker)
+            compiled += blocks.count
+            for block in blocks {
+                let path = String(try #require(block.output[1].substring))
+                let code = String(try #require(block.output[2].substring))
+                #expect(try Self.read(path) == code, "\(document) block for \(path) differs from the file")
+            }
+            // No Swift block that uses the library goes unchecked.
+            let swiftBlocks = text.components(separatedBy: "```swift\n").count - 1
+            let dependencyBlocks = text.components(separatedBy: "```swift\n.package(").count - 1
+            #expect(swiftBlocks == blocks.count + dependencyBlocks, "\(document) has a Swift block that is not a compiled example")
         }
-        // No Swift block that uses the library goes unchecked.
-        let swiftBlocks = readme.components(separatedBy: "```swift\n").count - 1
-        let dependencyBlocks = readme.components(separatedBy: "```swift\n.package(").count - 1
-        #expect(swiftBlocks == blocks.count + dependencyBlocks)
+        #expect(compiled >= 3)
     }
 
     /// The product names the README lists exist, and the layout table names every module.
