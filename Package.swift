@@ -175,7 +175,7 @@ let package = Package(
         .target(
             name: "SyncStore",
             dependencies: [
-                "SyncCore", "CScheduling",
+                "SyncCore", "CScheduling", "AsyncBroadcast",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]

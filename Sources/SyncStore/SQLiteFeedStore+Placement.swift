@@ -12,16 +12,19 @@ extension SQLiteFeedStore {
         let feed: String
         /// When the items are stored, in Unix seconds, for retention by age.
         let storedAt: Double
+        /// The change log's numbers, one per item written.
+        var numbers: ChangeNumbers
         /// The feed's highest position before this commit, once a top placement has read it.
         private(set) var topBefore: Int?
 
         /// Positions left free below a page that opens a gap, for the gap's pages.
         static let gapRoom = 1 << 32
 
-        init(db: Database, feed: String, storedAt: Double) {
+        init(db: Database, feed: String, storedAt: Double, numbers: ChangeNumbers) {
             self.db = db
             self.feed = feed
             self.storedAt = storedAt
+            self.numbers = numbers
         }
 
         /// Where a run of new items (newest first) goes.
@@ -80,12 +83,15 @@ extension SQLiteFeedStore {
                 }
                 while count - index >= rows {
                     defer { insert.reset() }
+                    // A number per row tried; one the conflict skips leaves a gap, which the log allows.
+                    let seq = numbers.take(rows)
                     for row in 0..<rows {
                         let item = items[index + row], base = Int32(row) * columns
                         try insert.bind(base + 2, item.id)
                         try insert.bind(base + 3, first - index - row)
                         try insert.bind(base + 4, text: item.payload)
                         try insert.bind(base + 6, item.version)
+                        try insert.bind(base + 7, Int(seq) + row)
                     }
                     _ = try insert.step()
                     inserted += db.changesCount

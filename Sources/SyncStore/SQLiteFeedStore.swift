@@ -66,6 +66,10 @@ public struct SQLiteFeedStore: FeedStore {
     private let scheduling: CommitScheduling
     private let checkpointer: Checkpointer
     private let faults = FaultRecord()
+    /// Wakes the followers of the change log after each commit; shared by the store's copies.
+    let notifier = ChangeNotifier()
+    /// Removed items kept for replay (``defaultTombstoneLimit``).
+    let tombstoneLimit: Int
     /// The device and inode of the database file as opened.
     private let identity: FileIdentity?
 
@@ -81,8 +85,13 @@ public struct SQLiteFeedStore: FeedStore {
     ///     store damaged while it was closed is refused (``StoreFault/Kind/damaged``) instead of
     ///     failing later, in the middle of a client's read. It reads the whole file, and costs
     ///     about what reading it does (BENCHMARKS.md, "Store integrity check").
-    public init(path: String, retention: [String: Retention] = [:], scheduling: CommitScheduling = .unchanged, checkIntegrity: Bool = true) throws {
-        try self.init(path: path, commitHook: nil, retention: retention, scheduling: scheduling, checkIntegrity: checkIntegrity)
+    ///   - tombstoneLimit: removed items the change log keeps for followers; one asking from
+    ///     before the oldest kept is reset (``ItemChange/Kind/reset``).
+    public init(
+        path: String, retention: [String: Retention] = [:], scheduling: CommitScheduling = .unchanged, checkIntegrity: Bool = true,
+        tombstoneLimit: Int = SQLiteFeedStore.defaultTombstoneLimit
+    ) throws {
+        try self.init(path: path, commitHook: nil, retention: retention, scheduling: scheduling, checkIntegrity: checkIntegrity, tombstoneLimit: tombstoneLimit)
     }
 
     /// ``init(path:retention:scheduling:)`` with `commitHook` called inside each commit's
@@ -90,7 +99,8 @@ public struct SQLiteFeedStore: FeedStore {
     /// and with the write-ahead log's checkpoints at other `checkpoints` limits.
     package init(
         path: String, commitHook: (@Sendable (CommitStage) -> Void)?, retention: [String: Retention] = [:],
-        scheduling: CommitScheduling = .unchanged, checkpoints: Checkpointer.Limits = .default, checkIntegrity: Bool = true
+        scheduling: CommitScheduling = .unchanged, checkpoints: Checkpointer.Limits = .default, checkIntegrity: Bool = true,
+        tombstoneLimit: Int = SQLiteFeedStore.defaultTombstoneLimit
     ) throws {
         var configuration = Configuration()
         // Another process (syncctl, a test) may hold the file briefly; wait rather than fail.
@@ -124,6 +134,7 @@ public struct SQLiteFeedStore: FeedStore {
             throw StoreFault.classify(error, path: path)
         }
         self.commitHook = commitHook
+        self.tombstoneLimit = tombstoneLimit
         self.retention = retention
         self.scheduling = scheduling
         self.checkpointer = Checkpointer(path: path, limits: checkpoints, scheduling: scheduling)
@@ -169,9 +180,9 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Writes the page's new items, its cursors and end flag, and any retention cut in one transaction.
     public func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
-        let hook = commitHook, retention = retention[feed]
+        let hook = commitHook, retention = retention[feed], tombstoneLimit = tombstoneLimit
         return try await writeTransaction { db in
-            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
+            try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, tombstoneLimit: tombstoneLimit, hook: hook)
         }
     }
 
@@ -182,10 +193,10 @@ public struct SQLiteFeedStore: FeedStore {
     /// pages written to the WAL again, the commit itself): four in one cost about a fifth less
     /// than four alone.
     public func commit(feed: String, direction: Direction, pages: [FeedPage], at date: Date) async throws -> [CommitOutcome] {
-        let hook = commitHook, retention = retention[feed]
+        let hook = commitHook, retention = retention[feed], tombstoneLimit = tombstoneLimit
         return try await writeTransaction { db in
             try pages.map { page in
-                try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
+                try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, tombstoneLimit: tombstoneLimit, hook: hook)
             }
         }
     }
@@ -198,12 +209,14 @@ public struct SQLiteFeedStore: FeedStore {
     /// The same commit, blocking: for small tools that have no async context. It runs on the
     /// calling thread, whose scheduling it leaves alone.
     public func commitSynchronously(feed: String, direction: Direction, page: FeedPage, at date: Date) throws -> CommitOutcome {
-        let hook = commitHook, retention = retention[feed], checkpointer = checkpointer
-        return try pool.writeWithoutTransaction { db in
+        let hook = commitHook, retention = retention[feed], checkpointer = checkpointer, tombstoneLimit = tombstoneLimit
+        let outcome = try pool.writeWithoutTransaction { db in
             try Self.transaction(db, checkpointer: checkpointer) { db in
-                try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, hook: hook)
+                try Self.commit(db, feed: feed, direction: direction, page: page, at: date, retention: retention, tombstoneLimit: tombstoneLimit, hook: hook)
             }
         }
+        notifier.committed()
+        return outcome
     }
 
     /// A commit's write transaction, on a thread scheduled as ``CommitScheduling`` says.
@@ -225,6 +238,7 @@ public struct SQLiteFeedStore: FeedStore {
             throw fault
         }
         faults.lastWrite.withLock { $0 = nil }
+        notifier.committed()
         // Committed, but to the file that was opened: the path must still name it. One stat per
         // commit, and nothing while idle.
         if let identity, FileIdentity(path) != identity {
@@ -413,6 +427,7 @@ public struct SQLiteFeedStore: FeedStore {
         page: FeedPage,
         at date: Date,
         retention: Retention?,
+        tombstoneLimit: Int,
         hook: (@Sendable (CommitStage) -> Void)?
     ) throws -> CommitOutcome {
         hook?(.began)
@@ -427,7 +442,7 @@ public struct SQLiteFeedStore: FeedStore {
 
         // Unix seconds, as the schema keeps every time (Schema.readable).
         let seconds = date.timeIntervalSince1970
-        var placement = Placement(db: db, feed: feed, storedAt: seconds)
+        var placement = Placement(db: db, feed: feed, storedAt: seconds, numbers: try ChangeNumbers(db))
         var overlapped = false
         var reachedFloor = false
         var inserted = 0
@@ -436,7 +451,7 @@ public struct SQLiteFeedStore: FeedStore {
         func placeByAnchors() throws {
             // The page's items that are stored already, with their positions: they anchor the new
             // ones (a page shift brings stored items and new ones in one page).
-            var (stored, replaced) = try storedPositions(db, feed: feed, items: page.items)
+            var (stored, replaced) = try storedPositions(db, feed: feed, items: page.items, numbers: &placement.numbers)
             updated += replaced
             var upper: Int?
             var run: [FeedItem] = []
@@ -491,7 +506,7 @@ public struct SQLiteFeedStore: FeedStore {
         hook?(.itemsWritten)
 
         var cursors = FeedLog.cursors(after: page, direction: direction, current: current, feedWasEmpty: wasEmpty)
-        let pruned = try retention.map { try prune(db, feed: feed, by: $0, at: date) } ?? 0
+        let pruned = try retention.map { try prune(db, feed: feed, by: $0, at: date, numbers: &placement.numbers, tombstoneLimit: tombstoneLimit) } ?? 0
         if pruned > 0 {
             // The oldest items are gone on purpose: loading older pages again would only refill
             // what retention drops (and leave a hole where the cursor skips it), so the kept run
@@ -517,6 +532,7 @@ public struct SQLiteFeedStore: FeedStore {
                 cursors.older, cursors.newer, cursors.endReached, seconds, inserted - pruned,
                 gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
             ])
+        try placement.numbers.save(db)
         hook?(.cursorsWritten)
         // What the UPDATE just wrote, without reading it back. The time as a load reads it: a
         // Double of Unix seconds holds a date to ~0.24 µs, coarser than `Date` itself.
@@ -547,7 +563,9 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Deletes the oldest items beyond `retention`'s limits, never the newest `minimum`; returns
     /// how many went.
-    private static func prune(_ db: Database, feed: String, by retention: Retention, at date: Date) throws -> Int {
+    private static func prune(
+        _ db: Database, feed: String, by retention: Retention, at date: Date, numbers: inout ChangeNumbers, tombstoneLimit: Int
+    ) throws -> Int {
         // Positions below the cut go. The newest `minimum` items are above any cut.
         var cut: Int?
         if let keep = retention.keepItems {
@@ -568,6 +586,7 @@ public struct SQLiteFeedStore: FeedStore {
             if let byAge { cut = max(cut ?? Int.min, byAge) }
         }
         guard let cut else { return 0 }
+        try recordEvictions(db, feed: feed, below: cut, numbers: &numbers, limit: tombstoneLimit)
         try db.cachedStatement(sql: "DELETE FROM item WHERE feed = ? AND position < ?").execute(arguments: [feed, cut])
         return db.changesCount
     }
@@ -585,7 +604,9 @@ public struct SQLiteFeedStore: FeedStore {
     /// changed is replaced in place (``FeedLog/replaces(_:stored:)``: a page from a stale cache
     /// changes nothing, an unchanged item is not written). Returns the positions and
     /// how many items were replaced.
-    private static func storedPositions(_ db: Database, feed: String, items: [FeedItem]) throws -> (positions: [ExactID: Int], updated: Int) {
+    private static func storedPositions(
+        _ db: Database, feed: String, items: [FeedItem], numbers: inout ChangeNumbers
+    ) throws -> (positions: [ExactID: Int], updated: Int) {
         var result: [ExactID: Int] = [:]
         var updated = 0
         // One primary-key probe per id: as cheap as a chunked IN list, with one fixed statement.
@@ -599,13 +620,14 @@ public struct SQLiteFeedStore: FeedStore {
             result[ExactID(item.id)] = lookup.int(0)
             guard FeedLog.replaces(item, stored: FeedItem(id: item.id, payload: lookup.bytes(1), version: lookup.text(2))) else { continue }
             if replace == nil {
-                replace = try RawStatement(db, sql: "UPDATE item SET payload = ?, version = ? WHERE feed = ? AND id = ?")
-                try replace!.bind(3, feed)
+                replace = try RawStatement(db, sql: "UPDATE item SET payload = ?, version = ?, seq = ? WHERE feed = ? AND id = ?")
+                try replace!.bind(4, feed)
             }
             defer { replace!.reset() }
             try replace!.bind(1, text: item.payload)
             try replace!.bind(2, item.version)
-            try replace!.bind(4, item.id)
+            try replace!.bind(3, Int(numbers.take(1)))
+            try replace!.bind(5, item.id)
             _ = try replace!.step()
             updated += db.changesCount
         }
@@ -624,14 +646,18 @@ public struct SQLiteFeedStore: FeedStore {
     /// 16 keeps the statement small and leaves at most 15 rows of a run to the one-row statement.
     static let rowsPerInsert = 16
 
-    /// Parameters per row of ``insertSQL(rows:)``: feed, id, position, payload, stored_at, version.
-    static let columnsPerRow = 6
+    /// Parameters per row of ``insertSQL(rows:)``: feed, id, position, payload, stored_at, version,
+    /// and the change log's number (as `seq` and `created_seq`).
+    static let columnsPerRow = 7
 
     /// `rows` items; a row already stored under its (feed, id) is left alone. Parameters go
-    /// ``columnsPerRow`` per row: feed, id, position, payload, stored_at, version.
+    /// ``columnsPerRow`` per row: feed, id, position, payload, stored_at, version, seq.
     static func insertSQL(rows: Int) -> String {
-        "INSERT INTO item (feed, id, position, payload, stored_at, version) VALUES "
-            + repeatElement("(?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        "INSERT INTO item (feed, id, position, payload, stored_at, version, seq, created_seq) VALUES "
+            + (1...rows).map { row in
+                let seq = (row - 1) * columnsPerRow + 7
+                return "(?, ?, ?, ?, ?, ?, ?\(seq), ?\(seq))"
+            }.joined(separator: ", ")
             + " ON CONFLICT(feed, id) DO NOTHING"
     }
 

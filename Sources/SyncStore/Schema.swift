@@ -29,6 +29,7 @@ enum Schema {
             try db.execute(sql: readable.steps)
         }
         migrator.registerMigration(itemVersions.identifier, foreignKeyChecks: .immediate) { db in try db.execute(sql: itemVersions.steps) }
+        migrator.registerMigration(changeLog.identifier, foreignKeyChecks: .immediate) { db in try db.execute(sql: changeLog.steps) }
         return migrator
     }
 
@@ -60,6 +61,38 @@ enum Schema {
     static let itemVersions = (
         identifier: "v7: item versions",
         steps: "ALTER TABLE item ADD COLUMN version TEXT;"
+    )
+
+    /// The change log: every insert, update and removal of an item gets a per-store sequence
+    /// number, in the transaction that makes it (``ItemChange``).
+    ///
+    /// - `item.seq`: the item's last insert or update; `created_seq` its insert. Items stored
+    ///   before the log are numbered here, by rowid (one pass over every row, as v6's): every
+    ///   item has its own number, so a replay is one keyset walk. Indexed by feed, so a client's
+    ///   replay reads only what changed since its point.
+    /// - `item_tombstone`: removed items (deleted by the server, evicted by retention), kept up to
+    ///   a bound; `store_info.floor` is the newest sequence number dropped from it, below which
+    ///   a replay cannot say what was removed.
+    /// - `store_info`: `head`, the last number given; `epoch`, made at random here, so a client
+    ///   holding a point of another store (a rebuilt one) is told to start again.
+    static let changeLog = (
+        identifier: "v8: change log",
+        steps: """
+            ALTER TABLE item ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE item ADD COLUMN created_seq INTEGER NOT NULL DEFAULT 0;
+            UPDATE item SET seq = rowid, created_seq = rowid;
+            CREATE INDEX item_changes ON item(feed, seq);
+            CREATE TABLE item_tombstone (
+                seq INTEGER PRIMARY KEY,
+                feed TEXT NOT NULL,
+                id TEXT NOT NULL,
+                kind TEXT NOT NULL
+            );
+            CREATE INDEX item_tombstone_feed ON item_tombstone(feed, seq);
+            CREATE TABLE store_info (key TEXT PRIMARY KEY NOT NULL, value ANY) WITHOUT ROWID;
+            INSERT INTO store_info (key, value) VALUES
+                ('head', (SELECT coalesce(max(rowid), 0) FROM item)), ('floor', 0), ('epoch', lower(hex(randomblob(16))));
+            """
     )
 
     /// Bytes each feed received over metered links on its latest day, which a restart keeps

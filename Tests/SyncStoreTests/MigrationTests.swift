@@ -136,7 +136,7 @@ import TestSupport
             []
             [('feed', 0), ('id', 1)]
             [('feed', 0), ('position', 1)]
-            [('v4: indexes in backfill order',), ('v6: Unix times and text payloads',), ('v7: item versions',)]
+            [('v4: indexes in backfill order',), ('v6: Unix times and text payloads',), ('v7: item versions',), ('v8: change log',)]
 
             """)
         #expect(try Self.schema(path) == (try Self.newStoreSchema()))
@@ -174,7 +174,8 @@ import TestSupport
     /// A store the four migrations wrote one by one (an earlier syncd) opens as it is: the merged
     /// migration counts as taken and nothing is rebuilt (every table and index keeps its root
     /// page); GRDB only replaces the merged versions' records with the merged one's, the metered
-    /// usage's table is added, the rows are converted in place (v6) and the version column added (v7).
+    /// usage's table is added, the rows are converted in place (v6), the version column added (v7)
+    /// and the change log made (v8).
     @Test func aStoreWithEveryVersionTakenOpensUnchanged() async throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("v4.sqlite")
@@ -183,6 +184,11 @@ import TestSupport
             try db.execute(sql: """
                 DELETE FROM grdb_migrations;
                 DROP TABLE metered_usage;
+                DROP INDEX item_changes;
+                DROP TABLE item_tombstone;
+                DROP TABLE store_info;
+                ALTER TABLE item DROP COLUMN seq;
+                ALTER TABLE item DROP COLUMN created_seq;
                 ALTER TABLE item DROP COLUMN version;
                 INSERT INTO grdb_migrations VALUES ('v1: feeds and items'), ('v2: item count per feed'), ('v3: gaps and sources'), ('v4: indexes in backfill order');
                 INSERT INTO feed (id, has_loaded, item_count) VALUES ('home', 1, 1);
@@ -201,9 +207,11 @@ import TestSupport
         let store = try SQLiteFeedStore(path: path)
         #expect(try await store.items(feed: "home", offset: 0, limit: 5).map(\.id) == ["i1"])
         let after = try state()
-        #expect(after.pages.filter { $0["name"] != "metered_usage" && $0["name"] != "sqlite_autoindex_metered_usage_1" } == before.pages)
+        // The tables and indexes v5 and v8 add are new; every other keeps its root page.
+        let added: Set<String> = ["metered_usage", "sqlite_autoindex_metered_usage_1", "item_changes", "item_tombstone", "item_tombstone_feed", "store_info"]
+        #expect(after.pages.filter { !added.contains($0["name"]) } == before.pages)
         #expect(after.pages.contains { $0["name"] == "metered_usage" })
-        #expect(after.identifiers == ["v4: indexes in backfill order", "v6: Unix times and text payloads", "v7: item versions"])
+        #expect(after.identifiers == ["v4: indexes in backfill order", "v6: Unix times and text payloads", "v7: item versions", "v8: change log"])
     }
 
     /// A version-five store kept its times in seconds since 2001 and its payloads in BLOBs; opened
@@ -264,7 +272,7 @@ import TestSupport
             #expect(rows.map { $0["bytes"] as Data } == items.map(\.payload))
             #expect(rows.map { $0["x"] as DatabaseValue } == [3.databaseValue, "é ☃ 🐘".databaseValue, "[1,2]".databaseValue])
             #expect(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY identifier")
-                == ["v4: indexes in backfill order", "v6: Unix times and text payloads", "v7: item versions"])
+                == ["v4: indexes in backfill order", "v6: Unix times and text payloads", "v7: item versions", "v8: change log"])
             #expect(try Row.fetchOne(db, sql: "SELECT day, bytes FROM metered_usage") == ["day": "2026-01-01", "bytes": 4096])
         }
         #expect(try await store.load(feed: "home").lastSyncAt == Date(timeIntervalSinceReferenceDate: synced))
