@@ -32,6 +32,46 @@ public struct ControlItem: Sendable, Hashable, Codable {
     }
 }
 
+extension JSONWriter {
+    /// A stored payload as the interface's `object`: its bytes as they are when `parsed` (the
+    /// same bytes through `StrictJSON`) is one object, else `{"raw": text}`, so a reply never
+    /// carries what is not JSON.
+    mutating func payload(_ bytes: Data, parsed: JSONValue?) {
+        if case .object? = parsed {
+            validatedJSON(bytes)
+        } else {
+            punctuation("{")
+            key("raw")
+            string(String(decoding: bytes, as: UTF8.self))
+            punctuation("}")
+        }
+    }
+}
+
+/// One change as `WatchItems` sends it: `{"id", "kind", "payload", "point"}` in the encoder's
+/// order, the payload as stored (``JSONWriter/payload(_:parsed:)``).
+func encodedChange(_ change: ItemChange) -> VarlinkEncodedParameters {
+    var writer = JSONWriter(capacity: (change.payload?.count ?? 0) + 128)
+    writer.punctuation("{")
+    if let id = change.id {
+        writer.key("id")
+        writer.string(id)
+        writer.comma()
+    }
+    writer.key("kind")
+    writer.string(change.kind.rawValue)
+    writer.comma()
+    if let payload = change.payload {
+        writer.key("payload")
+        writer.payload(payload, parsed: try? StrictJSON.parse(payload))
+        writer.comma()
+    }
+    writer.key("point")
+    writer.string(change.point.description)
+    writer.punctuation("}")
+    return VarlinkEncodedParameters(writer)
+}
+
 /// One page of stored items as a ``SyncControlHandler`` returns it for `ListItems`.
 public struct StoredItemPage: Sendable, Hashable {
     /// The page's items, newest first, each with its payload's bytes as stored.
@@ -64,14 +104,7 @@ public struct StoredItemPage: Sendable, Hashable {
             writer.string(item.id)
             writer.comma()
             writer.key("payload")
-            if case .object? = parsed {
-                writer.validatedJSON(item.payload)
-            } else {
-                writer.punctuation("{")
-                writer.key("raw")
-                writer.string(String(decoding: item.payload, as: UTF8.self))
-                writer.punctuation("}")
-            }
+            writer.payload(item.payload, parsed: parsed)
             writer.comma()
             writer.key("summary")
             writer.string(ItemSummary.summary(of: parsed ?? .null, fallback: item.id))
@@ -85,6 +118,40 @@ public struct StoredItemPage: Sendable, Hashable {
         }
         writer.punctuation("}")
         return VarlinkEncodedParameters(writer)
+    }
+}
+
+/// One change of a feed's stored items as `WatchItems` sends it.
+public struct ControlItemChange: Sendable, Hashable, Codable {
+    /// What happened to the item.
+    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Stored (new since the point asked from).
+        case inserted
+        /// Replaced by a changed version, in place; apply as an upsert.
+        case updated
+        /// The server no longer has it.
+        case deleted
+        /// Retention dropped it.
+        case evicted
+        /// Forget the feed's items: the changes that follow rebuild it from the start.
+        case reset
+    }
+
+    /// What happened.
+    public var kind: Kind
+    /// Pass as `since` to continue after this change (`EPOCH:SEQ`).
+    public var point: String
+    /// The item's id; absent for ``Kind/reset``.
+    public var id: String?
+    /// The item as stored, for ``Kind/inserted`` and ``Kind/updated``.
+    public var payload: JSONValue?
+
+    /// A change.
+    public init(kind: Kind, point: String, id: String?, payload: JSONValue?) {
+        self.kind = kind
+        self.point = point
+        self.id = id
+        self.payload = payload
     }
 }
 

@@ -75,6 +75,37 @@ public struct SyncControlClient: Sendable {
         try await call("Retry", SyncControlServer.FeedParameter(feed: feed), as: SyncControlServer.FeedsResult.self).feeds
     }
 
+    /// The changes of `feed`'s stored items after `since` (a ``ControlItemChange/point`` from an
+    /// earlier change; from the start when `nil`), then each change as syncd commits it, until
+    /// the consumer stops or syncd goes away. Each change is read when the consumer asks for it.
+    public func watchItems(feed: String, since: String? = nil) -> AsyncThrowingStream<ControlItemChange, any Error> {
+        let client = self.client
+        let socketPath = self.socketPath
+        return AsyncThrowingStream(bufferingPolicy: .bufferingOldest(64)) { continuation in
+            let task = Task {
+                do {
+                    var parameters: [String: JSONValue] = ["feed": .string(feed)]
+                    if let since { parameters["since"] = .string(since) }
+                    try await client.withConnection { connection in
+                        try await connection.callMore("\(SyncdInterface.name).WatchItems", parameters: parameters) { reply in
+                            let change = try VarlinkCoding.decode(ControlItemChange.self, from: .object(reply))
+                            // A full buffer waits for the consumer instead of dropping a change; the
+                            // next reply stays unread meanwhile, so syncd waits too.
+                            while case .dropped = continuation.yield(change) {
+                                try await Task.sleep(for: .milliseconds(5))
+                            }
+                            return !Task.isCancelled
+                        }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: Self.translate(error, method: "WatchItems", socketPath: socketPath))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     /// One page of stored items, newest first.
     public func items(feed: String, limit: Int? = nil, after: String? = nil) async throws -> ControlItemPage {
         try await call("ListItems", SyncControlServer.ListItemsParameters(feed: feed, limit: limit, after: after), as: ControlItemPage.self)

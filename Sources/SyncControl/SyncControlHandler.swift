@@ -1,3 +1,5 @@
+import SyncCore
+
 /// What syncd implements to serve the `io.syncd` interface.
 ///
 /// Permission checks, parameter validation and the wire format are done by
@@ -32,12 +34,22 @@ public protocol SyncControlHandler: Sendable {
 
     /// The metrics in Prometheus's text format (`GetMetrics`).
     func metrics() async throws -> String
+
+    /// The changes of `feed`'s stored items after `since` (from the start when `nil`), then each
+    /// change as it is committed, until the consumer stops (`WatchItems`). Throw
+    /// ``SyncControlError/feedNotFound(_:)`` for an unknown feed.
+    func itemChanges(feed: String, since: ChangePoint?) async throws -> AsyncThrowingStream<ItemChange, any Error>
 }
 
 extension SyncControlHandler {
     /// A handler without metrics answers `GetMetrics` with NotReady.
     public func metrics() async throws -> String {
         throw SyncControlError.notReady(feed: "*", reason: "this server exports no metrics")
+    }
+
+    /// A handler without a change log answers `WatchItems` with NotReady.
+    public func itemChanges(feed: String, since: ChangePoint?) async throws -> AsyncThrowingStream<ItemChange, any Error> {
+        throw SyncControlError.notReady(feed: feed, reason: "this server keeps no change log")
     }
 }
 

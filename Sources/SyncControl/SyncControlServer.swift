@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import SyncCore
 import Varlink
 
 /// Serves `io.syncd` (and `org.varlink.service`) for a ``SyncControlHandler``.
@@ -130,6 +131,10 @@ public final class SyncControlServer: Sendable, Service {
     struct FeedsResult: Codable, Sendable { var feeds: [String] }
     struct StatusResult: Codable, Sendable { var status: ControlStatus }
     struct MetricsResult: Codable, Sendable { var text: String }
+    struct WatchItemsParameters: Codable, Sendable {
+        var feed: String
+        var since: String?
+    }
     struct ListItemsParameters: Codable, Sendable {
         var feed: String
         var limit: Int?
@@ -161,6 +166,21 @@ public final class SyncControlServer: Sendable, Service {
             let page = try await mapped { try await handler.items(feed: parameters.feed, limit: limit, after: parameters.after) }
             return try await bulk.run { page.encoded() }
         }
+
+        interface.register("WatchItems", .streaming { request, writer in
+            let parameters = try request.decodeParameters(WatchItemsParameters.self)
+            var since: ChangePoint?
+            if let text = parameters.since {
+                guard let point = ChangePoint(text) else { throw VarlinkError.invalidParameter("since") }
+                since = point
+            }
+            let changes = try await mapped { try await handler.itemChanges(feed: parameters.feed, since: since) }
+            // One reply per change, each written before the next is read: a client that reads
+            // slowly holds the store's batch, not a queue of replies.
+            for try await change in changes {
+                try await writer.reply(encoded: encodedChange(change), continues: true)
+            }
+        })
 
         let mutations: [(String, @Sendable (String?) async throws -> [String])] = [
             ("Refresh", { try await handler.refresh(feed: $0) }),

@@ -229,6 +229,16 @@ public enum SyncdInterface {
     # else (0, -3, 1.5, 1e300) is InvalidParameter limit.
     method ListItems(feed: string, limit: ?int, after: ?string) -> (items: []Item, next: ?string)
 
+    # The changes of a feed's stored items after since (a point a reply gave,
+    # EPOCH:SEQ; omitted: the feed from the start), then each change as it is
+    # committed; call with more. kind: inserted, updated (apply both as an upsert),
+    # deleted, evicted (retention dropped it), or reset (forget the feed's items:
+    # since was of another store, ahead of it, or older than the removals it
+    # keeps; the replies that follow rebuild the feed). point: pass as since to
+    # continue after this reply. payload: the item as stored, for inserted and
+    # updated.
+    method WatchItems(feed: string, since: ?string) -> (kind: string, point: string, id: ?string, payload: ?object)
+
     error FeedNotFound (feed: string)
 
     # The cursor passed as after is not an item of the feed.

@@ -82,6 +82,11 @@ struct DaemonControlHandler: SyncControlHandler {
         return StoredItemPage(items: Array(page), next: items.count > limit ? page.last?.id : nil)
     }
 
+    func itemChanges(feed: String, since: ChangePoint?) async throws -> AsyncThrowingStream<ItemChange, any Error> {
+        guard feedNames.contains(feed) else { throw SyncControlError.feedNotFound(feed) }
+        return store.changes(feed: feed, since: since)
+    }
+
     func metrics() async throws -> String {
         String(decoding: await metrics.exposition(.prometheusText), as: UTF8.self)
     }

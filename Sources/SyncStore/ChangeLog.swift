@@ -4,72 +4,6 @@ import GRDB
 import SyncCore
 import Synchronization
 
-/// A point in a store's change log: the store's epoch and a sequence number. Its text form,
-/// `EPOCH:SEQ`, is what a client keeps to resume (``SQLiteFeedStore/changes(feed:since:)``).
-public struct ChangePoint: Sendable, Hashable, LosslessStringConvertible {
-    /// A random id made when the store was created: a point of another store (one rebuilt after
-    /// damage, a new file) is refused with a reset, never taken for a point of this one.
-    public var epoch: String
-    /// The last change seen; 0 before the first.
-    public var seq: Int64
-
-    /// A point of the store with `epoch`.
-    public init(epoch: String, seq: Int64) {
-        self.epoch = epoch
-        self.seq = seq
-    }
-
-    /// Reads `EPOCH:SEQ`; `nil` for anything else.
-    public init?(_ description: String) {
-        let parts = description.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, !parts[0].isEmpty, let seq = Int64(parts[1]), seq >= 0 else { return nil }
-        self.init(epoch: String(parts[0]), seq: seq)
-    }
-
-    /// `EPOCH:SEQ`.
-    public var description: String { "\(epoch):\(seq)" }
-}
-
-/// One change of a feed's items, as the change log replays it.
-public struct ItemChange: Sendable, Hashable {
-    /// What happened.
-    public enum Kind: String, Sendable, Hashable, CaseIterable {
-        /// The item was stored (new to whoever replays from before it).
-        case inserted
-        /// A stored item was replaced by a changed one, in place. Apply it as an upsert: a follower
-        /// that catches up from the start in several batches gets this for an item inserted
-        /// before its point and changed after, which it has not seen yet.
-        case updated
-        /// The server no longer has the item (a follower catching up may get this for an item it
-        /// never saw).
-        case deleted
-        /// Retention dropped the item.
-        case evicted
-        /// The point asked for cannot be continued (another store, ahead of this one after a
-        /// power loss, or older than the removals kept): forget everything of the feed; the
-        /// changes that follow rebuild it from the start.
-        case reset
-    }
-
-    /// What happened.
-    public var kind: Kind
-    /// The point after this change: pass it as `since` to continue after it.
-    public var point: ChangePoint
-    /// The item's id; `nil` for ``Kind/reset``.
-    public var id: String?
-    /// The item's payload as stored, for ``Kind/inserted`` and ``Kind/updated``: the item as it
-    /// is now, which a later update may have changed again.
-    public var payload: Data?
-
-    /// A change.
-    public init(kind: Kind, point: ChangePoint, id: String?, payload: Data?) {
-        self.kind = kind
-        self.point = point
-        self.id = id
-        self.payload = payload
-    }
-}
-
 /// Tells change followers that a commit landed, so they read the log again.
 final class ChangeNotifier: Sendable {
     private let commits = Broadcast<Int>(bufferingNewest: 1, latest: 0)
@@ -135,37 +69,17 @@ extension SQLiteFeedStore {
 
     /// The changes of `feed` after `since`, then each change as it is committed, until the task
     /// is cancelled: replaying them into a dictionary keyed by id gives the feed as stored.
-    /// Read in batches of `batch`; a follower that falls behind reads the log, not a queue.
+    ///
+    /// Pulled: a batch of `batch` changes is read when the consumer has taken the last one, so a
+    /// slow consumer holds one batch, never the log.
     public func changes(feed: String, since: ChangePoint?, batch: Int = 500) -> AsyncThrowingStream<ItemChange, any Error> {
-        let store = self
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                // Subscribed before the first read: a commit between the read and the wait is
-                // not missed.
-                let commits = store.notifier.subscribe()
-                var iterator = commits.makeAsyncIterator()
-                _ = await iterator.next()
-                var point = since
-                do {
-                    while !Task.isCancelled {
-                        let changes = try await store.changes(feed: feed, since: point, limit: batch)
-                        for change in changes {
-                            continuation.yield(change)
-                            point = change.point
-                        }
-                        if point == nil { point = try await store.changeHead().with(seq: 0) }
-                        if changes.count < batch {
-                            guard await iterator.next() != nil else { break }
-                        }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        let follower = ChangeFollower(store: self, feed: feed, since: since, batch: max(1, batch))
+        return AsyncThrowingStream { try await follower.next() }
     }
+
+    /// A new value after each commit of this store (or a copy of it), starting with the count so
+    /// far: for a follower that reads the log itself.
+    public func commits() -> AsyncStream<Int> { notifier.subscribe() }
 
     static func logState(_ db: Database) throws -> (epoch: String, head: Int64, floor: Int64) {
         var values: [String: DatabaseValue] = [:]
@@ -235,7 +149,44 @@ extension SQLiteFeedStore {
     }
 }
 
-extension ChangePoint {
-    /// The same epoch at `seq`.
-    func with(seq: Int64) -> ChangePoint { ChangePoint(epoch: epoch, seq: seq) }
+/// Where a follower of the change log is: its point, the batch it has not handed out yet, and
+/// the commits it waits on when the log has nothing new.
+private actor ChangeFollower {
+    let store: SQLiteFeedStore
+    let feed: String
+    let batch: Int
+    private var point: ChangePoint?
+    private var pending: [ItemChange] = []
+    private var commits: AsyncStream<Int>.Iterator
+
+    init(store: SQLiteFeedStore, feed: String, since: ChangePoint?, batch: Int) {
+        self.store = store
+        self.feed = feed
+        self.batch = batch
+        self.point = since
+        // Subscribed before the first read: a commit between a read and the wait is not missed.
+        self.commits = store.notifier.subscribe().makeAsyncIterator()
+    }
+
+    /// The next change, waiting for a commit when there is none; `nil` once cancelled.
+    func next() async throws -> ItemChange? {
+        while pending.isEmpty {
+            try Task.checkCancellation()
+            // The count so far, or a commit since the last read: either way, read again.
+            var fresh = try await store.changes(feed: feed, since: point, limit: batch)
+            if point == nil, fresh.isEmpty { point = ChangePoint(epoch: try await store.changeHead().epoch, seq: 0) }
+            if !fresh.isEmpty {
+                fresh.reverse()
+                pending = fresh
+                break
+            }
+            var iterator = commits
+            let committed = await iterator.next(isolation: self)
+            commits = iterator
+            guard committed != nil else { return nil }
+        }
+        let change = pending.removeLast()
+        point = change.point
+        return change
+    }
 }

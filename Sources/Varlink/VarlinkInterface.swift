@@ -74,6 +74,13 @@ public struct VarlinkReplyWriter: Sendable {
     public func reply(_ parameters: [String: JSONValue], continues: Bool) async throws {
         try await send(VarlinkReply(parameters: parameters, continues: continues))
     }
+
+    /// Sends one reply whose parameters the handler encoded; `continues: false` ends the call.
+    public func reply(encoded parameters: VarlinkEncodedParameters, continues: Bool) async throws {
+        var reply = VarlinkReply(continues: continues)
+        reply.encodedParameters = parameters.bytes
+        try await send(reply)
+    }
 }
 
 /// How a method answers.

@@ -101,6 +101,9 @@ public struct VarlinkReply: Sendable, Hashable {
     public var continues: Bool
     /// Set on error replies: the fully qualified error name.
     public var error: String?
+    /// Parameters encoded by the handler (``VarlinkEncodedParameters``): sent in place of
+    /// ``parameters``, as they are.
+    package var encodedParameters: [UInt8]?
 
     /// A reply; `error` makes it an error reply.
     public init(parameters: [String: JSONValue] = [:], continues: Bool = false, error: String? = nil) {
@@ -121,6 +124,13 @@ public struct VarlinkReply: Sendable, Hashable {
 
     /// The reply as sent: its JSON object, without the NUL that ends it on the wire.
     public func encoded() throws -> Data {
+        if let encodedParameters, error == nil {
+            // Members in the order the encoder sorts them: continues, parameters.
+            var bytes = Array((continues ? #"{"continues":true,"parameters":"# : #"{"parameters":"#).utf8)
+            bytes += encodedParameters
+            bytes.append(UInt8(ascii: "}"))
+            return Data(bytes)
+        }
         var object: [String: JSONValue] = ["parameters": .object(parameters)]
         if continues { object["continues"] = true }
         if let error { object["error"] = .string(error) }

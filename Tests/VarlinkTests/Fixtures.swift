@@ -63,6 +63,22 @@ final class FakeHandler: SyncControlHandler {
         return StoredItemPage(items: slice, next: next)
     }
 
+    /// Feed "home"'s log: an insert, an edit of it, an eviction; a `since` of `e1:1` starts after
+    /// the first. The stream ends after the last, as a server's never does, so a client's follow
+    /// ends too.
+    func itemChanges(feed: String, since: ChangePoint?) async throws -> AsyncThrowingStream<ItemChange, any Error> {
+        guard feed == "home" else { throw SyncControlError.feedNotFound(feed) }
+        let log = [
+            ItemChange(kind: .inserted, point: ChangePoint(epoch: "e1", seq: 1), id: "7", payload: Data(#"{"id":"7","title":"first"}"#.utf8)),
+            ItemChange(kind: .updated, point: ChangePoint(epoch: "e1", seq: 2), id: "7", payload: Data(#"{"id":"7","title":"\u001b[2J edited"}"#.utf8)),
+            ItemChange(kind: .evicted, point: ChangePoint(epoch: "e1", seq: 3), id: "7", payload: nil),
+        ].filter { $0.point.seq > (since?.seq ?? 0) }
+        return AsyncThrowingStream { continuation in
+            for change in log { continuation.yield(change) }
+            continuation.finish()
+        }
+    }
+
     private func record(_ verb: String, _ feed: String?) throws -> [String] {
         if let feed, feed != "home", feed != "work" { throw SyncControlError.feedNotFound(feed) }
         calls.withLock { $0.append("\(verb) \(feed ?? "*")") }

@@ -66,6 +66,32 @@ struct SyncctlCommandTests {
         }
     }
 
+    /// `items --follow` prints each change on a line of its own, flushed; JSON keeps the payload
+    /// as sent, the table line keeps escapes out of the terminal; `--since` continues after a
+    /// point; a feed syncd does not know is an error. (The fake's log ends, and the server ends
+    /// such a stream with end-of-file: syncctl says syncd went away, after every line.)
+    @Test func itemsFollowPrintsEachChange() async throws {
+        try await withControlServer(handler: FakeHandler()) { path in
+            let json = try await Self.syncctl(["items", "home", "--follow", "--json=short", "--socket", path])
+            #expect(json.status == 1 && json.stderr.contains("syncd closed the connection"), "\(json.stderr)")
+            let lines = json.stdout.split(separator: "\n")
+            #expect(lines.count == 3)
+            let first = try ControlJSON.makeDecoder().decode(ControlItemChange.self, from: Data(lines[0].utf8))
+            #expect(first == ControlItemChange(kind: .inserted, point: "e1:1", id: "7", payload: ["id": "7", "title": "first"]))
+            #expect(lines[2].contains(#""kind":"evicted""#) && !lines[2].contains("payload"))
+
+            let table = try await Self.syncctl(["items", "home", "--follow", "--since", "e1:1", "--socket", path])
+            #expect(table.status == 1)
+            #expect(table.stdout.split(separator: "\n").map { $0.split(separator: " ").prefix(3).joined(separator: " ") } == ["updated 7 e1:2", "evicted 7 e1:3"])
+            #expect(TerminalSafetyTests.isClean(table.stdout), "\(table.stdout.debugDescription)")
+
+            let unknown = try await Self.syncctl(["items", "nope", "--follow", "--socket", path])
+            #expect(unknown.status == 1 && unknown.stderr.contains("nope"))
+            let misuse = try await Self.syncctl(["items", "home", "--since", "e1:1", "--socket", path])
+            #expect(misuse.status != 0 && misuse.stderr.contains("--since goes with --follow"))
+        }
+    }
+
     @Test func actionsAndItems() async throws {
         let handler = FakeHandler()
         try await withControlServer(handler: handler) { path in
