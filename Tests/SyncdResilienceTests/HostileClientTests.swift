@@ -150,9 +150,10 @@ extension SyncdResilienceTests {
             while True:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.settimeout(5)
-                s.connect(path)
-                s.sendall(message("io.syncd.Watch", more=True))
                 try:
+                    # A refused client is closed at once: the send or the read fails.
+                    s.connect(path)
+                    s.sendall(message("io.syncd.Watch", more=True))
                     if s.recv(65536):
                         s.setblocking(False)
                         return s
@@ -187,9 +188,9 @@ extension SyncdResilienceTests {
             while True:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.settimeout(5)
-                s.connect(path)
-                s.sendall(message("io.syncd.GetStatus"))
                 try:
+                    s.connect(path)
+                    s.sendall(message("io.syncd.GetStatus"))
                     if s.recv(65536):
                         return s
                 except OSError:
