@@ -10,6 +10,7 @@
 //    (the amplification attack of issue 39), against its RSS just before.
 //
 // The summary prints p50/p99 of both GetStatus runs and their ratio, items/s, and the RSS growth.
+// A second benchmark, "commit → WatchItems client", is described at `changeLatency`.
 
 import Benchmark
 import Foundation
@@ -25,6 +26,11 @@ let itemsMetric = BenchmarkMetric.custom("ListItems items/s", polarity: .prefers
 let growthMetric = BenchmarkMetric.custom("RSS growth under attack (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
 
 let benchmarks: @Sendable () -> Void = {
+    fairness()
+    changeLatency()
+}
+
+let fairness: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
     let items = Int(environment["FAIRNESS_ITEMS"] ?? "") ?? 20_000
     let calls = Int(environment["FAIRNESS_CALLS"] ?? "") ?? 300
@@ -114,6 +120,103 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.error("control-fairness: \(error)")
         }
     }
+}
+
+let changeMedianMetric = BenchmarkMetric.custom("commit → WatchItems p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let changeTailMetric = BenchmarkMetric.custom("commit → WatchItems p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+
+/// Commit → `WatchItems` client (issue 38): syncd refreshes every 100 ms a feed that grows by
+/// CHANGE_RATE items a second (default 50); a client follows it with `WatchItems` for
+/// CHANGE_SECONDS (default 10). Each inserted item's latency is the client's receipt time minus
+/// the item's `stored_at` (the commit's time, taken as the commit starts, so the write is
+/// counted), read afterwards with the `sqlite3` shell. The same run's GetStatus round trip is the
+/// baseline.
+let changeLatency: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let rate = Int(environment["CHANGE_RATE"] ?? "") ?? 50
+    let seconds = Double(environment["CHANGE_SECONDS"] ?? "") ?? 10
+    let holder = RigHolder<ScrapeRig>("change-latency")
+    Benchmark(
+        "commit → WatchItems client, \(rate) items/s",
+        configuration: .init(
+            metrics: [changeMedianMetric, changeTailMetric, aloneMedianMetric, aloneMetric],
+            timeUnits: .microseconds,
+            units: [changeMedianMetric: .count, changeTailMetric: .count, aloneMedianMetric: .count, aloneMetric: .count],
+            warmupIterations: 0,
+            maxDuration: .seconds(600),
+            maxIterations: 1,
+            setup: {
+                let rig = try await ScrapeRig(feeds: 1, items: 200, perSecond: rate, refresh: "100ms")
+                holder.rig.withLock { $0 = rig }
+            },
+            teardown: {
+                holder.rig.withLock { $0 }?.shutdown()
+                holder.rig.withLock { $0 = nil }
+            }
+        )
+    ) { benchmark in
+        do {
+            let rig = try holder.current
+            let state = try sqlite(rig.storePath, "SELECT value FROM store_info WHERE key IN ('epoch', 'head') ORDER BY key")
+            guard state.count == 2 else { throw SyncRigError("no change log in \(rig.storePath): \(state)") }
+            let since = "\(state[0])\(":")\(state[1])"
+            let fd = try connectUnix(rig.controlSocket)
+            defer { close(fd) }
+            let call = Array(#"{"method":"io.syncd.WatchItems","more":true,"parameters":{"feed":"feed1","since":"\#(since)"}}"#.utf8) + [0]
+            guard call.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == call.count else {
+                throw SyncRigError("send: errno \(errno)")
+            }
+            var received: [(id: String, at: Double)] = []
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let end = Date().addingTimeInterval(seconds)
+            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            while Date() < end {
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                let now = Date().timeIntervalSince1970
+                if count < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+                guard count > 0 else { throw SyncRigError("WatchItems ended (errno \(errno))") }
+                pending += buffer[0..<count]
+                while let nul = pending.firstIndex(of: 0) {
+                    let message = String(decoding: pending[..<nul], as: UTF8.self)
+                    pending.removeSubrange(...nul)
+                    if message.contains(#""kind":"inserted""#), let range = message.range(of: #""id":""#) {
+                        received.append((String(message[range.upperBound...].prefix { $0 != "\"" }), now))
+                    }
+                }
+            }
+            let alone = try statusLatencies(rig, calls: 200)
+            let stored = try sqlite(rig.storePath, "SELECT id || ' ' || stored_at FROM item WHERE feed = 'feed1' AND seq > \(state[1])")
+            var storedAt: [String: Double] = [:]
+            for line in stored {
+                let parts = line.split(separator: " ")
+                if parts.count == 2, let time = Double(parts[1]) { storedAt[String(parts[0])] = time }
+            }
+            let latencies = received.compactMap { change in storedAt[change.id].map { (change.at - $0) * 1_000_000 } }
+            guard !latencies.isEmpty else { throw SyncRigError("no change received in \(seconds) s") }
+            benchmark.measurement(changeMedianMetric, Int(percentile(latencies, 0.5)))
+            benchmark.measurement(changeTailMetric, Int(percentile(latencies, 0.99)))
+            benchmark.measurement(aloneMedianMetric, Int(percentile(alone, 0.5)))
+            benchmark.measurement(aloneMetric, Int(percentile(alone, 0.99)))
+            print("change-latency: \(latencies.count) inserts received of \(received.count)")
+        } catch {
+            benchmark.error("change-latency: \(error)")
+        }
+    }
+}
+
+/// Rows of `query` on the store at `path`, read with the `sqlite3` shell (read-only, beside syncd).
+func sqlite(_ path: String, _ query: String) throws -> [String] {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+    process.arguments = ["-readonly", path, query]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
 }
 
 /// `calls` GetStatus round trips, each on a new connection, in µs.

@@ -11,13 +11,17 @@ public final class ScrapeRig: Sendable {
     private let directory: String
 
     public var metricsSocket: String { "\(directory)/metrics.sock" }
+    /// syncd's store.
+    public var storePath: String { "\(directory)/syncd.sqlite" }
     /// The syncd process, for reading its memory from `/proc`.
     public var syncdPID: Int32 { syncd.pid }
     public var controlSocket: String { "\(directory)/io.syncd" }
 
     /// Starts the server and syncd and waits until every feed is stored (read from the store,
     /// so the wait sends syncd no request).
-    public init(feeds: Int, items: Int = 200) async throws {
+    /// With `perSecond`, the demo server adds that many items to each feed every second and
+    /// syncd refreshes every `refresh`; the wait ends once the initial items are stored.
+    public init(feeds: Int, items: Int = 200, perSecond: Int = 0, refresh: String = "1h") async throws {
         self.feeds = feeds
         let directory = NSTemporaryDirectory() + "metrics-scrape-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -26,7 +30,7 @@ public final class ScrapeRig: Sendable {
         server = try LineProcess(
             executable: try HelperPaths.executable("demo-feed"),
             arguments: ["--host", "127.0.0.1", "--port", "0", "--limit", "100", "--log-level", "warning"]
-                + names.flatMap { ["--feed", "\($0):\(items):0"] })
+                + names.flatMap { ["--feed", "\($0):\(items):\(perSecond)"] })
         let listening = try await LineReader(server, name: "demo-feed").next { $0.hasPrefix("listening on ") }
         let baseURL = String(listening.dropFirst("listening on ".count))
         var config = """
@@ -46,7 +50,7 @@ public final class ScrapeRig: Sendable {
                 name = "\(name)"
                 url = "\(baseURL)/feeds/\(name)"
                 page_size = 100
-                refresh_interval = "1h"
+                refresh_interval = "\(refresh)"
                 backfill = \(items)
 
                 """
@@ -58,7 +62,7 @@ public final class ScrapeRig: Sendable {
             try await Task.sleep(for: .milliseconds(200))
             if FileManager.default.fileExists(atPath: "\(directory)/io.syncd"),
                let store = try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite"),
-               names.allSatisfy({ (try? store.loadSynchronously(feed: $0))?.endReached == true })
+               names.allSatisfy({ (try? store.loadSynchronously(feed: $0)).map { $0.endReached && $0.itemCount >= items } == true })
             {
                 break
             }
