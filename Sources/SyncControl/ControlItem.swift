@@ -123,19 +123,9 @@ public struct StoredItemPage: Sendable, Hashable {
 
 /// One change of a feed's stored items as `WatchItems` sends it.
 public struct ControlItemChange: Sendable, Hashable, Codable {
-    /// What happened to the item.
-    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Stored (new since the point asked from).
-        case inserted
-        /// Replaced by a changed version, in place; apply as an upsert.
-        case updated
-        /// The server no longer has it.
-        case deleted
-        /// Retention dropped it.
-        case evicted
-        /// Forget the feed's items: the changes that follow rebuild it from the start.
-        case reset
-    }
+    /// What happened to the item, as the store's change log says (reset: forget the feed's
+    /// items; the changes that follow rebuild it from the start).
+    public typealias Kind = ItemChange.Kind
 
     /// What happened.
     public var kind: Kind

@@ -29,7 +29,7 @@ public struct ChangePoint: Sendable, Hashable, LosslessStringConvertible {
 /// One change of a feed's items, as the change log replays it.
 public struct ItemChange: Sendable, Hashable {
     /// What happened.
-    public enum Kind: String, Sendable, Hashable, CaseIterable {
+    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
         /// The item was stored (new to whoever replays from before it).
         case inserted
         /// A stored item was replaced by a changed one, in place. Apply it as an upsert: a follower
