@@ -272,9 +272,14 @@ struct PageWalkTests {
                 $0.maxBodyBytes = 100_000
             }
             let cursor = source.configuration.url.absoluteString
+            let started = ContinuousClock.now
             let pooled = try #require(await expectFeedError { try await source.fetchOlder(cursor: cursor) })
+            let pooledTook = ContinuousClock.now - started
+            let pooledRequests = await server.requestCount(feed: "home")
             let walked = try #require(await expectFeedError { try await source.fetchOlder(cursor: cursor, olderCursorKnown: { _ in }) })
-            #expect(walked.kind == pooled.kind)
+            // Said on a mismatch: once in a loaded full run, the pooled request of reset:body
+            // ended at its 30 s deadline instead of at the reset (not reproduced since).
+            #expect(walked.kind == pooled.kind, "pooled: \(pooled.kind) after \(pooledTook), the server had seen \(pooledRequests) request(s) by then")
             #expect(walked.retryAfter == pooled.retryAfter)
             if fault == "stall" {
                 // Two deadlines race in the pool's request (AsyncHTTPClient's for the head, the
