@@ -143,27 +143,27 @@ extension SyncdResilienceTests {
             s.close()
 
         # 2. The same behind a Watch: the calls would never run.
-        def watching():
+        def answered(call):
             # A slot comes free once syncd has seen the close of the phase before: retry until
-            # the Watch is answered.
+            # `call` is answered. A refused client is closed at once: the send or the read fails.
             deadline = time.monotonic() + 20
             while True:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.settimeout(5)
                 try:
-                    # A refused client is closed at once: the send or the read fails.
                     s.connect(path)
-                    s.sendall(message("io.syncd.Watch", more=True))
+                    s.sendall(call)
                     if s.recv(65536):
-                        s.setblocking(False)
                         return s
                 except OSError:
                     pass
                 s.close()
                 if time.monotonic() > deadline:
-                    raise SystemExit("no slot for a Watch within 20 s")
+                    raise SystemExit("no slot within 20 s")
                 time.sleep(0.05)
-        watched = [watching() for _ in range(16)]
+        watched = [answered(message("io.syncd.Watch", more=True)) for _ in range(16)]
+        for s in watched:
+            s.setblocking(False)
         push(watched, 127, 4)
         flood_errors = 0
         for s in watched:
@@ -183,23 +183,7 @@ extension SyncdResilienceTests {
 
         # 3. Connect in a loop while holding the user's share of slots (each held connection
         # answered once, so all sixteen are served before the loop starts).
-        def served():
-            deadline = time.monotonic() + 20
-            while True:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.settimeout(5)
-                try:
-                    s.connect(path)
-                    s.sendall(message("io.syncd.GetStatus"))
-                    if s.recv(65536):
-                        return s
-                except OSError:
-                    pass
-                s.close()
-                if time.monotonic() > deadline:
-                    raise SystemExit("no slot within 20 s")
-                time.sleep(0.05)
-        held = [served() for _ in range(16)]
+        held = [answered(message("io.syncd.GetStatus")) for _ in range(16)]
         refused = 0
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
