@@ -46,6 +46,13 @@ let package = Package(
                 .product(name: "HTTPFeedSource", package: "syncd"),
             ]
         ),
+        .executableTarget(
+            name: "ChangesExample",
+            dependencies: [
+                .product(name: "SyncCore", package: "syncd"),
+                .product(name: "SyncStore", package: "syncd"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
