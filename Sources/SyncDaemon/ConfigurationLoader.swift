@@ -43,9 +43,10 @@ struct ConfigurationReader {
 
         if let daemon = try table(root, "daemon") {
             let t = Section(name: "daemon", index: nil, table: daemon)
-            try expectOnly(daemon, keys: ["store", "control_socket", "control_group", "log_level", "store_stall_limit"], table: t)
+            try expectOnly(daemon, keys: ["store", "control_socket", "control_group", "log_level", "store_stall_limit", "change_log_removals"], table: t)
             if let v = try string(t, "store") { config.storePath = try nonEmpty(t, "store", v) }
             if let v = try duration(t, "store_stall_limit") { config.storeStallLimit = v }
+            if let v = try int(t, "change_log_removals", range: 0...10_000_000) { config.changeLogRemovals = v }
             if let v = try string(t, "control_socket") { config.controlSocketPath = try nonEmpty(t, "control_socket", v) }
             config.controlGroup = try string(t, "control_group")
             if let v = try string(t, "log_level") {

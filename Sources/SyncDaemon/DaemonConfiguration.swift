@@ -4,6 +4,7 @@ import LinkCost
 import Logging
 import SyncCore
 import SyncMetrics
+import SyncStore
 
 /// Everything syncd is configured with, read from TOML (`/etc/syncd/syncd.toml` by default).
 ///
@@ -13,6 +14,7 @@ import SyncMetrics
 /// control_socket = "/run/syncd/io.syncd"  # Varlink socket
 /// control_group = "syncd"                 # members may refresh/retry/load older; root always may
 /// log_level = "info"
+/// change_log_removals = 10000             # removals kept for WatchItems clients
 ///
 /// [network]
 /// settle = "2s"                           # online must hold this long before loads resume
@@ -68,6 +70,10 @@ public struct DaemonConfiguration: Sendable {
     /// filesystem, a disk that stopped answering) and stops feeding systemd's watchdog, so that
     /// systemd restarts it (`[daemon] store_stall_limit`).
     public var storeStallLimit: Duration = .seconds(60)
+    /// Removed items the store's change log keeps for `WatchItems` clients (`[daemon]
+    /// change_log_removals`); a client asking from before the oldest kept is reset. The store's
+    /// own default unless set.
+    public var changeLogRemovals: Int = SQLiteFeedStore.defaultTombstoneLimit
     /// The Varlink control socket (`control_socket`), used when syncd was not socket-activated.
     public var controlSocketPath: String = "/run/syncd/io.syncd"
     /// Group whose members may refresh, load older and retry (`control_group`); root always may,

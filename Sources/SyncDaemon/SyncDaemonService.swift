@@ -481,13 +481,13 @@ public struct SyncDaemonService: Service {
             for feed in configuration.feeds where feed.keepItems != nil || feed.keepAge != nil {
                 retention[feed.name] = .init(keepItems: feed.keepItems, keepAge: feed.keepAge, minimum: contentRows)
             }
-            let notifier = notifier, clock = clock, limits = retention
+            let notifier = notifier, clock = clock, limits = retention, removals = configuration.changeLogRemovals
             return try await withThrowingTaskGroup(of: SQLiteFeedStore?.self) { group in
                 group.addTask {
                     try await withCheckedThrowingContinuation { continuation in
                         Thread {
                             // Commits yield to the event loops, and to whatever else runs on the machine.
-                            continuation.resume(with: Result { try SQLiteFeedStore(path: path, retention: limits, scheduling: .throughput) })
+                            continuation.resume(with: Result { try SQLiteFeedStore(path: path, retention: limits, scheduling: .throughput, tombstoneLimit: removals) })
                         }.start()
                     }
                 }
