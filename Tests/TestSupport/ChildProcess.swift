@@ -2,64 +2,103 @@ import Foundation
 import NetlinkProbe
 import Synchronization
 
-/// A long-running program started by a test (syncd, demo-feed), stopped when the test ends.
+/// A long-running program started by a test (syncd, demo-feed, a Python client), stopped when the
+/// test ends.
 ///
 /// Output goes to a log file so a failing test can show it, and a full pipe can never block the
-/// child.
+/// child. Spawned with posix_spawn and reaped with waitpid here, as ``runCommand(_:input:allowFailure:timeout:)``
+/// does, not with Foundation's `Process`: in a full run, with many descriptors open and many
+/// children at once, `Process.run()` crashed the test process copying its descriptor list
+/// (SIGSEGV in memcpy, seen in CI).
 public final class ChildProcess: Sendable {
-    private let process: Process
+    /// The child's process id.
+    public let pid: Int32
     public let logPath: String
-    /// The exit status once this object reaped the child.
-    private let exitedStatus = Mutex<Int32?>(nil)
+    /// The raw wait status once reaped (-1 when someone else reaped it).
+    private let reaped = Mutex<Int32?>(nil)
     /// Every thread's backtrace, taken when a stop found the child still running at its timeout.
     private let stacks = Mutex<String?>(nil)
 
+    /// Starts `arguments` through `/usr/bin/env` (so a program is looked up in `PATH`), with
+    /// standard input from /dev/null and standard output and error to `logPath`; nothing else
+    /// of the test process is inherited but its environment.
     public init(_ arguments: [String], logPath: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
         FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        closeInheritedDescriptors(&actions)
+        let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, "/usr/bin/env", &actions, nil, argv, environ)
+        guard result == 0 else {
+            throw CommandFailed(command: arguments, status: -1, stderr: "cannot start: \(String(cString: strerror(result)))")
+        }
+        pid = child
         self.logPath = logPath
     }
 
-    public var isRunning: Bool { !hasExited }
-    public var pid: Int32 { process.processIdentifier }
+    /// Whether the child has not exited yet (it is reaped once it has).
+    public var isRunning: Bool { poll() == nil }
 
     /// The program's output so far.
     public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Sends `signal` and waits (bounded) for the exit status; SIGKILL if it does not stop,
-    /// after taking its threads' backtraces (``stacksWhenHung``).
+    /// after taking its threads' backtraces (``stacksWhenHung``). Returns the exit code, or
+    /// 128 + the signal that ended it, as a shell reports it.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = hangGuard) async -> Int32 {
-        if let status = exitedStatus.withLock({ $0 }) { return status }
-        if !hasExited { kill(process.processIdentifier, signal) }
-        let status = await reap(process, timeout: timeout) { pid in
+        if poll() == nil { kill(pid, signal) }
+        let deadline = ContinuousClock.now + timeout
+        while poll() == nil && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if poll() == nil {
             let taken = await threadStacks(of: pid)
-            self.stacks.withLock { $0 = taken }
+            stacks.withLock { $0 = taken }
+            kill(pid, SIGKILL)
+            let killDeadline = ContinuousClock.now + hangGuard
+            while poll() == nil && ContinuousClock.now < killDeadline { try? await Task.sleep(for: .milliseconds(5)) }
         }
-        exitedStatus.withLock { $0 = status }
-        return status
+        return Self.code(poll())
     }
 
     /// Where each thread was when a ``stop(signal:timeout:)`` gave up waiting: what a hang
     /// report needs; `nil` when every stop ended in time.
     public var stacksWhenHung: String? { stacks.withLock { $0 } }
 
-    /// Ended, whether or not Foundation noticed (see ``exitStatus(of:)``).
-    private var hasExited: Bool { !process.isRunning || isZombie(process.processIdentifier) }
+    /// Reaps the child if it has exited; its wait status then.
+    private func poll() -> Int32? {
+        reaped.withLock { reaped in
+            if let reaped { return reaped }
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid {
+                reaped = status
+            } else if result < 0 && errno == ECHILD {
+                reaped = -1
+            }
+            return reaped
+        }
+    }
+
+    /// The exit code of a wait status, or 128 + the signal; -1 when unknown.
+    private static func code(_ status: Int32?) -> Int32 {
+        guard let status, status != -1 else { return -1 }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
 
     deinit {
-        if exitedStatus.withLock({ $0 }) == nil && process.isRunning {
-            if !isZombie(process.processIdentifier) { kill(process.processIdentifier, SIGKILL) }
-            _ = exitStatus(of: process)
-        }
+        guard poll() == nil else { return }
+        kill(pid, SIGKILL)
+        // Bounded: a child SIGKILL cannot end at once (stuck in the kernel) is left as a zombie
+        // rather than blocking whoever released the last reference.
+        let deadline = ContinuousClock.now + hangGuard
+        while poll() == nil && ContinuousClock.now < deadline { usleep(2_000) }
     }
 }
 
