@@ -131,7 +131,7 @@ extension SyncdResilienceTests {
             // waited for it would wait for good, well past the hang guard.
             let started = ContinuousClock.now
             let exitStatus = await process.stop(signal: SIGTERM)
-            #expect(exitStatus == 0, "syncd exited \(exitStatus) on SIGTERM (after \(ContinuousClock.now - started); -2: still running \(hangGuard) after it, killed) with a stuck Watch client\n\(harness.diagnostics())")
+            #expect(exitStatus == 0, "syncd exited \(exitStatus) on SIGTERM (after \(ContinuousClock.now - started); 137: still running \(hangGuard) after it, killed) with a stuck Watch client\n\(harness.diagnostics())")
             withExtendedLifetime(stuckWatcher) {}
         } cleanup: {
             bystander.stop()

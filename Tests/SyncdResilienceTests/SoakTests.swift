@@ -201,7 +201,7 @@ extension SyncdResilienceTests {
             let exitCode = await process.stop(signal: SIGTERM)
             let took = ContinuousClock.now - started
             print("[sigterm-stalled] exit \(exitCode) after \(took) with a request hanging")
-            #expect(exitCode == 0, "syncd exited \(exitCode) (-2: still running \(hangGuard) after SIGTERM, killed) with a request hanging; took \(took)\n\(harness.diagnostics())")
+            #expect(exitCode == 0, "syncd exited \(exitCode) (137: still running \(hangGuard) after SIGTERM, killed) with a request hanging; took \(took)\n\(harness.diagnostics())")
             let snapshot = try StoreSnapshot.read(storePath: harness.storePath, feed: feed, scratch: harness.directory.file("snapshot"))
             #expect(snapshot.problems(against: try await server.items(feed: feed)).isEmpty)
         } cleanup: {

@@ -21,7 +21,8 @@ public final class ChildProcess: Sendable {
 
     /// Starts `arguments` through `/usr/bin/env` (so a program is looked up in `PATH`), with
     /// standard input from /dev/null and standard output and error to `logPath`; nothing else
-    /// of the test process is inherited but its environment.
+    /// of the test process is inherited but its environment, less what a service manager
+    /// running the tests set for the test process itself (`NOTIFY_SOCKET`, `LISTEN_FDS`, …).
     public init(_ arguments: [String], logPath: String) throws {
         FileManager.default.createFile(atPath: logPath, contents: nil)
         var actions = posix_spawn_file_actions_t()
@@ -31,10 +32,16 @@ public final class ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         closeInheritedDescriptors(&actions)
+        let dropped: Set<String> = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM"]
+        let environment = ProcessInfo.processInfo.environment.filter { !dropped.contains($0.key) }.map { "\($0.key)=\($0.value)" }
         let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
         var child: pid_t = 0
-        let result = posix_spawn(&child, "/usr/bin/env", &actions, nil, argv, environ)
+        let result = posix_spawn(&child, "/usr/bin/env", &actions, nil, argv, envp)
         guard result == 0 else {
             throw CommandFailed(command: arguments, status: -1, stderr: "cannot start: \(String(cString: strerror(result)))")
         }
@@ -55,7 +62,7 @@ public final class ChildProcess: Sendable {
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = hangGuard) async -> Int32 {
         if poll() == nil { kill(pid, signal) }
         let deadline = ContinuousClock.now + timeout
-        while poll() == nil && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        while poll() == nil && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(signal == SIGKILL ? 2 : 20)) }
         if poll() == nil {
             let taken = await threadStacks(of: pid)
             stacks.withLock { $0 = taken }
