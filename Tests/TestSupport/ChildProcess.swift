@@ -6,14 +6,35 @@ import Synchronization
 /// test ends.
 ///
 /// Output goes to a log file so a failing test can show it, and a full pipe can never block the
-/// child. Spawned with posix_spawn and reaped with waitpid here, as ``runCommand(_:input:allowFailure:timeout:)``
+/// child; a test that talks to the child while it runs asks for ``Pipes`` instead. Spawned with posix_spawn and reaped with waitpid here, as ``runCommand(_:input:allowFailure:timeout:)``
 /// does, not with Foundation's `Process`: in a full run, with many descriptors open and many
 /// children at once, `Process.run()` crashed the test process copying its descriptor list
 /// (SIGSEGV in memcpy, seen in CI).
 public final class ChildProcess: Sendable {
+    /// Which of the child's standard streams are pipes to the test rather than /dev/null (input)
+    /// and the log file (output).
+    public struct Pipes: OptionSet, Sendable {
+        public let rawValue: Int
+        /// A set of streams from its raw bits.
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        /// Standard input from a pipe that nobody writes: the child reads end of file only
+        /// once the test calls ``ChildProcess/closeStandardInput()`` (or releases the object).
+        public static let standardInput = Pipes(rawValue: 1 << 0)
+        /// Standard output to a pipe the test reads from ``ChildProcess/standardOutput``;
+        /// standard error still goes to the log file.
+        public static let standardOutput = Pipes(rawValue: 1 << 1)
+    }
+
     /// The child's process id.
     public let pid: Int32
+    /// Where the child's standard error goes, and its standard output unless piped.
     public let logPath: String
+    /// The read end of the child's standard output when it is piped (``Pipes/standardOutput``),
+    /// else -1. Owned by this object: the test reads it (non-blocking reads are its business)
+    /// but never closes it; it is closed when the object is released.
+    public let standardOutput: Int32
+    /// Our end of the child's standard input when piped, -1 when not or closed.
+    private let input: Mutex<Int32>
     /// The raw wait status once reaped (-1 when someone else reaped it).
     private let reaped = Mutex<Int32?>(nil)
     /// Every thread's backtrace, taken when a stop found the child still running at its timeout.
@@ -23,14 +44,53 @@ public final class ChildProcess: Sendable {
     /// standard input from /dev/null and standard output and error to `logPath`; nothing else
     /// of the test process is inherited but its environment, less what a service manager
     /// running the tests set for the test process itself (`NOTIFY_SOCKET`, `LISTEN_FDS`, …).
-    public init(_ arguments: [String], logPath: String) throws {
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+    ///
+    /// `pipes` replaces standard input, standard output or both with pipes to the test (see
+    /// ``Pipes``). Throws ``CommandFailed`` when the program cannot be started.
+    public init(_ arguments: [String], logPath: String, pipes: Pipes = []) throws {
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        // Both ends close-on-exec (atomically, as other threads spawn too): the child gets its
+        // end as 0 or 1 through dup2, and no other child inherits either. pipe2 is hidden from
+        // Swift's Glibc module (it needs _GNU_SOURCE), so it is looked up at run time.
+        func makePipe() throws -> (read: Int32, write: Int32) {
+            typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else {
+                throw CommandFailed(command: arguments, status: -1, stderr: "pipe2 is missing from the C library")
+            }
+            var ends: [Int32] = [-1, -1]
+            guard unsafeBitCast(symbol, to: Pipe2.self)(&ends, O_CLOEXEC) == 0 else {
+                throw CommandFailed(command: arguments, status: -1, stderr: "pipe: \(String(cString: strerror(errno)))")
+            }
+            return (ends[0], ends[1])
+        }
+        let inputPipe = pipes.contains(.standardInput) ? try makePipe() : nil
+        let outputPipe: (read: Int32, write: Int32)?
+        do {
+            outputPipe = pipes.contains(.standardOutput) ? try makePipe() : nil
+        } catch {
+            if let inputPipe { close(inputPipe.read); close(inputPipe.write) }
+            throw error
+        }
+        // The child's ends are the parent's no longer once it has them (or failed to start).
+        defer {
+            if let inputPipe { close(inputPipe.read) }
+            if let outputPipe { close(outputPipe.write) }
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let inputPipe {
+            posix_spawn_file_actions_adddup2(&actions, inputPipe.read, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if let outputPipe {
+            posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, outputPipe.write, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
         closeInheritedDescriptors(&actions)
         let dropped: Set<String> = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM"]
         let environment = ProcessInfo.processInfo.environment.filter { !dropped.contains($0.key) }.map { "\($0.key)=\($0.value)" }
@@ -43,10 +103,23 @@ public final class ChildProcess: Sendable {
         var child: pid_t = 0
         let result = posix_spawn(&child, "/usr/bin/env", &actions, nil, argv, envp)
         guard result == 0 else {
+            if let inputPipe { close(inputPipe.write) }
+            if let outputPipe { close(outputPipe.read) }
             throw CommandFailed(command: arguments, status: -1, stderr: "cannot start: \(String(cString: strerror(result)))")
         }
         pid = child
         self.logPath = logPath
+        standardOutput = outputPipe?.read ?? -1
+        input = Mutex(inputPipe?.write ?? -1)
+    }
+
+    /// Closes the test's end of the child's standard input (``Pipes/standardInput``), so the
+    /// child reads end of file; does nothing when it is not piped or already closed.
+    public func closeStandardInput() {
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
     }
 
     /// Whether the child has not exited yet (it is reaped once it has).
@@ -54,6 +127,17 @@ public final class ChildProcess: Sendable {
 
     /// The program's output so far.
     public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Waits (bounded by `timeout`) for the child to exit by itself, without signalling it; one
+    /// still running then is stopped as ``stop(signal:timeout:)`` stops it with SIGKILL. Returns
+    /// the exit code, or 128 + the signal that ended it.
+    @discardableResult
+    public func waitForExit(timeout: Duration = hangGuard) async -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while poll() == nil && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if let status = poll() { return Self.code(status) }
+        return await stop(signal: SIGKILL)
+    }
 
     /// Sends `signal` and waits (bounded) for the exit status; SIGKILL if it does not stop,
     /// after taking its threads' backtraces (``stacksWhenHung``). Returns the exit code, or
@@ -100,6 +184,8 @@ public final class ChildProcess: Sendable {
     }
 
     deinit {
+        closeStandardInput()
+        if standardOutput >= 0 { close(standardOutput) }
         guard poll() == nil else { return }
         kill(pid, SIGKILL)
         // Bounded: a child SIGKILL cannot end at once (stuck in the kernel) is left as a zombie

@@ -117,24 +117,23 @@ struct PerUserConnectionLimitTests {
                 sys.stdout.flush()
                 sys.stdin.readline()
                 """
-            let nobody = Process()
-            nobody.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            nobody.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", PermissionTests.python, "-c", script, path]
-            let output = Pipe(), input = Pipe()
-            nobody.standardOutput = output
-            nobody.standardInput = input
-            try nobody.run()
-            // On an early exit the child still ends: it stops at end of input.
-            defer { try? input.fileHandleForWriting.close() }
+            let directory = try TemporaryDirectory()
+            let nobody = try ChildProcess(
+                ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PermissionTests.python, "-c", script, path],
+                logPath: directory.file("nobody.log"), pipes: [.standardInput, .standardOutput]
+            )
+            // On an early exit the child still ends: it stops at end of input (and is killed
+            // when released).
+            defer { nobody.closeStandardInput() }
             // The child holds its connections until we close its stdin. Ten local replies
             // take far less than the bound, however loaded the machine.
-            let line = try await readLine(from: output.fileHandleForReading.fileDescriptor, timeout: hangGuard * 2)
-            #expect(line.trimmingCharacters(in: .whitespacesAndNewlines) == "4")
+            let line = try await readLine(from: nobody.standardOutput, timeout: hangGuard * 2)
+            #expect(line.trimmingCharacters(in: .whitespacesAndNewlines) == "4", "\(nobody.output)")
             // Root (this process) is served while nobody holds its share.
             let status = try await SyncControlClient(socketPath: path).status()
             #expect(!status.version.isEmpty)
-            try input.fileHandleForWriting.close()
-            await reap(nobody)
+            nobody.closeStandardInput()
+            await nobody.waitForExit()
         }
     }
 }

@@ -1,10 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import AsyncBroadcast
 import Foundation
 import Logging
-import Synchronization
 import SyncControl
 import SyncCore
 import TestSupport
@@ -105,13 +101,17 @@ struct QueueBoundTests {
     @Test func pipelinedCallsBeyondTheBoundsWaitInsteadOfClosing() async throws {
         let fixture = try Fixture(configuration: Self.bounded)
         try await fixture.run {
-            let socket = try RawClient(path: fixture.path)
+            let socket = try RawSocket(path: fixture.path)
             let calls = 400
             let writer = BoundedTask { () -> Bool in
                 try await onDedicatedThread {
-                    guard socket.send(Self.call("Hold")) else { return false }
-                    for _ in 0..<calls where !socket.send(Self.call("Echo", pad: 4000)) { return false }
-                    return true
+                    do {
+                        try socket.send(Self.call("Hold"))
+                        for _ in 0..<calls { try socket.send(Self.call("Echo", pad: 4000)) }
+                        return true
+                    } catch {
+                        return false
+                    }
                 }
             }
             try await waitUntil("the server has queued the calls it may hold") {
@@ -140,10 +140,13 @@ struct QueueBoundTests {
     @Test func callsQueuedBehindAStreamGetAnErrorBeforeTheClose() async throws {
         let fixture = try Fixture(configuration: Self.bounded)
         try await fixture.run {
-            let socket = try RawClient(path: fixture.path)
+            let socket = try RawSocket(path: fixture.path)
             _ = try await onDedicatedThread {
-                guard socket.send(Self.call("Stream", more: true)) else { return }
-                for _ in 0..<300 where !socket.send(Self.call("Echo", pad: 4000)) { return }
+                // The writes stop at the first that fails: the server closing is what is tested.
+                do {
+                    try socket.send(Self.call("Stream", more: true))
+                    for _ in 0..<300 { try socket.send(Self.call("Echo", pad: 4000)) }
+                } catch {}
             }
             let replies = try await onDedicatedThread { socket.receive(count: 10, timeout: hangGuard) }
             #expect(replies.first?.contains("\"continues\":true") == true, "the stream's reply: \(replies)")
@@ -161,8 +164,8 @@ struct QueueBoundTests {
             streamReplies: nil, streamReplySize: 16 * 1024
         )
         try await fixture.run {
-            let socket = try RawClient(path: fixture.path)
-            #expect(socket.send(Self.call("Stream", more: true)))
+            let socket = try RawSocket(path: fixture.path)
+            try socket.send(Self.call("Stream", more: true))
             try await waitUntil("the server has closed the stream nobody reads") { fixture.server.connectionCount == 0 }
             withExtendedLifetime(socket) {}
         }
@@ -175,14 +178,18 @@ struct QueueBoundTests {
             VarlinkServer.Configuration(listen: .path(path), maxQueuedBytes: 64 * 1024, maxQueuedBytesPerUser: 128 * 1024, floodError: Self.floodError)
         })
         try await fixture.run {
-            let sockets = try (0..<5).map { _ in try RawClient(path: fixture.path) }
+            let sockets = try (0..<5).map { _ in try RawSocket(path: fixture.path) }
             var writers: [BoundedTask<Bool>] = []
             for socket in sockets {
                 writers.append(BoundedTask {
                     try await onDedicatedThread {
-                        guard socket.send(Self.call("Hold")) else { return false }
-                        for _ in 0..<100 where !socket.send(Self.call("Echo", pad: 4000)) { return false }
-                        return true
+                        do {
+                            try socket.send(Self.call("Hold"))
+                            for _ in 0..<100 { try socket.send(Self.call("Echo", pad: 4000)) }
+                            return true
+                        } catch {
+                            return false
+                        }
                     }
                 })
             }
@@ -216,76 +223,6 @@ struct QueueBoundTests {
     }
 }
 
-/// A blocking AF_UNIX client that writes and reads raw Varlink messages.
-final class RawClient: Sendable {
-    let fd: Int32
-    private let ended = Mutex(false)
-
-    init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw WaitTimedOut(description: "cannot connect to \(path): errno \(errno)")
-        }
-    }
-
-    deinit { close(fd) }
-
-    /// Whether the peer ended the connection while ``receive(count:timeout:)`` read.
-    var endedByPeer: Bool { ended.withLock { $0 } }
-
-    /// Writes all of `bytes`, blocking while the socket is full; `false` when the peer is gone.
-    func send(_ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += written
-        }
-        return true
-    }
-
-    /// Reads up to `count` NUL-terminated messages, until the peer closes or `timeout` of real
-    /// time has passed.
-    func receive(count: Int, timeout: Duration) -> [String] {
-        let deadline = ContinuousClock.now + timeout
-        var messages: [String] = []
-        var pending: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while messages.count < count {
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { break }
-            var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pollFD, 1, Int32(clamping: Int64((left / .milliseconds(1)).rounded(.up))))
-            if ready < 0 && errno != EINTR { break }
-            guard ready > 0 else { continue }
-            let read = recv(fd, &buffer, buffer.count, 0)
-            if read < 0 && errno == EINTR { continue }
-            if read <= 0 {
-                ended.withLock { $0 = true }
-                break
-            }
-            pending += buffer[..<read]
-            while let nul = pending.firstIndex(of: 0) {
-                messages.append(String(decoding: pending[..<nul], as: UTF8.self))
-                pending.removeSubrange(...nul)
-            }
-        }
-        return messages
-    }
-}
-
 /// `ListItems` sends each stored payload's bytes as they are: no decode and encode that would
 /// reorder keys, rewrite numbers or change escapes, and anything that is not one JSON object is
 /// wrapped instead of spliced into the reply.
@@ -300,8 +237,8 @@ struct ListItemsPayloadTests {
         ]
         let handler = FakeHandler(rawItems: items)
         try await withControlServer(handler: handler) { path in
-            let socket = try RawClient(path: path)
-            #expect(socket.send(Array(#"{"method":"io.syncd.ListItems","parameters":{"feed":"raw","limit":10}}"#.utf8) + [0]))
+            let socket = try RawSocket(path: path)
+            try socket.send(Array(#"{"method":"io.syncd.ListItems","parameters":{"feed":"raw","limit":10}}"#.utf8) + [0])
             let replies = try await onDedicatedThread { socket.receive(count: 1, timeout: hangGuard) }
             let reply = try #require(replies.first)
             #expect(reply.contains(#""payload":"# + exact), "the stored bytes are not in the reply: \(reply)")

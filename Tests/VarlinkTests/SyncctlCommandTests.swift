@@ -214,23 +214,20 @@ struct SyncctlCommandTests {
     @Test func watchLinesArrivePromptlyThroughAPipe() async throws {
         let handler = FakeHandler()
         try await withControlServer(handler: handler) { path in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try BuildProducts.path("syncctl"))
-            process.arguments = ["watch", "--json=short", "--socket", path]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            defer { if process.isRunning { process.terminate() } }
+            let directory = try TemporaryDirectory()
+            // Killed when released, should the test end early.
+            let process = try ChildProcess(
+                [try BuildProducts.path("syncctl"), "watch", "--json=short", "--socket", path],
+                logPath: directory.file("stderr"), pipes: .standardOutput
+            )
             // Watch runs until it is stopped, so a line held back in a buffer never comes: the
             // bound ends that wait, it does not time the line.
-            let line = try await readLine(from: output.fileHandleForReading.fileDescriptor)
+            let line = try await readLine(from: process.standardOutput)
             #expect(process.isRunning, "the line came before watch ended")
             let first = try #require(line.split(separator: "\n").first, "no line from syncctl watch within \(hangGuard)")
             let status = try ControlJSON.makeDecoder().decode(ControlStatus.self, from: Data(first.utf8))
             #expect(status.version == "0.1.0")
-            process.terminate()
-            await reap(process)
+            await process.stop()
         }
     }
 }
