@@ -84,17 +84,35 @@ public struct HTTPFeedSource: FeedSource {
         let response = try await fetch(configuration.url, remember: true)
         let next = cursors.older(response.answer)
         warnIfUnpaged(response, next: next)
+        let keyset = namesLastItem(next, of: response.items)
         if isPaged(response) {
-            return FeedPage(items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next)
+            return FeedPage(
+                items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next,
+                olderContinuesAfterLastItem: keyset)
         }
         guard case .automatic = configuration.descriptor.newer else {
             // An empty feed has no newest id to ask above: its first page is asked again.
-            return FeedPage(items: response.items, olderCursor: next, newerCursor: cursors.newer(response.answer) ?? configuration.url.absoluteString)
+            return FeedPage(
+                items: response.items, olderCursor: next,
+                newerCursor: cursors.newer(response.answer) ?? configuration.url.absoluteString, olderContinuesAfterLastItem: keyset)
         }
         let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(configuration.url, minID: $0.id) }
             ?? Self.emptyFeedCursor(configuration)
-        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer, olderContinuesAfterLastItem: keyset)
+    }
+
+    /// Whether the older cursor `next` names the last of `items` in a keyset parameter
+    /// (`max_id=`, `starting_after=`, `before=`, or the descriptor's last-item-id parameter): its
+    /// page starts right after that item whatever changed above it. Page numbers, offsets and
+    /// opaque cursors do not, and a value that merely equals the id in another parameter (a page
+    /// number, a page size) does not count.
+    func namesLastItem(_ next: String?, of items: [FeedItem]) -> Bool {
+        guard let next, let last = items.last?.id, !last.isEmpty,
+              let query = URLComponents(string: next)?.queryItems else { return false }
+        var names: Set<String> = ["max_id", "until_id", "before", "before_id", "starting_after", "after", "after_id", "older_than"]
+        if case .lastItemID(let parameter) = configuration.descriptor.older { names.insert(parameter.lowercased()) }
+        return query.contains { names.contains($0.name.lowercased()) && ($0.value.map { $0.isExactly(last) } ?? false) }
     }
 
     /// Reads the configured URL's page as a sync would and tells what it found, storing nothing.
@@ -136,7 +154,9 @@ public struct HTTPFeedSource: FeedSource {
         if let olderCursorKnown, told.first() {
             if let walk { try? await walk.tellNow(next, to: olderCursorKnown) } else { olderCursorKnown(next) }
         }
-        return FeedPage(items: response.items, olderCursor: next, newerCursor: nil)
+        return FeedPage(
+            items: response.items, olderCursor: next, newerCursor: nil,
+            olderContinuesAfterLastItem: namesLastItem(next, of: response.items))
     }
 
     /// The page at `cursor`, sent conditionally when it is a refresh, so a 304 is an empty page: caught up.

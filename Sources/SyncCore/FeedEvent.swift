@@ -25,12 +25,17 @@ import ConnectivityPolicy
     public var cursor: String?
     /// Identifies this request's answer.
     public var token: FetchToken
+    /// For a newer request: read this much of the feed from its head down instead
+    /// (``RevalidationWalk``), and commit it with ``FeedStore/revalidate(feed:walk:at:)``. When
+    /// the walk meets no stored item, the driver sends the plain newer request instead.
+    public var revalidate: RevalidationWindow?
 
-    /// A request to load `direction` from `cursor`.
-    public init(direction: Direction, cursor: String?, token: FetchToken) {
+    /// A request to load `direction` from `cursor`, revalidating `revalidate` when set.
+    public init(direction: Direction, cursor: String?, token: FetchToken, revalidate: RevalidationWindow? = nil) {
         self.direction = direction
         self.cursor = cursor
         self.token = token
+        self.revalidate = revalidate
     }
 }
 

@@ -139,6 +139,33 @@ public struct FeedLog: Sendable, Hashable {
         return CommitOutcome(feed: feed, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated)
     }
 
+    /// Commits a revalidation's reading: its items as a newer page, then removes the stored items
+    /// ``ReconcileRule`` finds gone. Leaves an empty feed, or one with a gap open, as it is.
+    @discardableResult
+    public mutating func revalidate(_ walk: RevalidationResult, at date: Date) -> CommitOutcome {
+        guard !items.isEmpty, feed.gap == nil else {
+            return CommitOutcome(feed: feed, pageItemCount: 0, inserted: 0)
+        }
+        let gone = Set(ReconcileRule.deletions(stored: items.map(\.id), walk: walk).map(ExactID.init))
+        var outcome = CommitOutcome(feed: feed, pageItemCount: 0, inserted: 0)
+        for page in walk.pages {
+            let one = commit(page, direction: .newer, at: date)
+            outcome.pageItemCount += one.pageItemCount
+            outcome.inserted += one.inserted
+            outcome.updated += one.updated
+        }
+        // The walk read down through the window: the refresh need not go on.
+        outcome.overlapped = true
+        if !gone.isEmpty {
+            items.removeAll { gone.contains(ExactID($0.id)) }
+            ids.subtract(gone)
+            feed.itemCount = items.count
+        }
+        outcome.deleted = gone.count
+        outcome.feed = feed
+        return outcome
+    }
+
     /// Whether a fetched item replaces the stored one: when either states a version, only a newer
     /// version does; else any change of the payload's bytes does.
     public static func replaces(_ fetched: FeedItem, stored: FeedItem) -> Bool {
@@ -167,6 +194,11 @@ public actor InMemoryFeedStore: FeedStore {
     /// Stores one page and its cursors together, as the SQLite store does in one transaction.
     public func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) -> CommitOutcome {
         logs[feed, default: FeedLog()].commit(page, direction: direction, at: date)
+    }
+
+    /// Commits a revalidation as ``FeedLog/revalidate(_:at:)`` does.
+    public func revalidate(feed: String, walk: RevalidationResult, at date: Date) -> CommitOutcome {
+        logs[feed, default: FeedLog()].revalidate(walk, at: date)
     }
 
     /// Stored items, newest first.

@@ -54,6 +54,9 @@ import Foundation
     private var backfillAwaitsRefresh = false
     /// A refresh was asked for while a newer load ran: another runs when that walk ends.
     private var refreshAgain = false
+    /// When the last revalidation was committed; `nil` before the first of this run (a start
+    /// revalidates, so what changed while stopped is found).
+    private var lastRevalidation: Date?
 
     /// Whether a refresh asked for during a newer walk waits for that walk to end.
     public var refreshIsPending: Bool { refreshAgain }
@@ -82,6 +85,8 @@ import Foundation
         /// The running request (or the walk it continues) was asked for by hand, so the link's
         /// cost does not stop it.
         var manual = false
+        /// The running request is a revalidation.
+        var revalidating = false
 
         var isPermanentlyFailed: Bool { load.failure?.error.isPermanent ?? false }
     }
@@ -367,7 +372,17 @@ import Foundation
         case .newer: persisted.gap?.cursor ?? persisted.newerCursor
         }
         lanes[direction]?.cursor = cursor
-        effects.append(.fetch(FetchRequest(direction: direction, cursor: cursor, token: token)))
+        let revalidate = direction == .newer && !chained ? dueRevalidation : nil
+        lanes[direction]?.revalidating = revalidate != nil
+        effects.append(.fetch(FetchRequest(direction: direction, cursor: cursor, token: token, revalidate: revalidate)))
+    }
+
+    /// The window a new refresh revalidates now, if one is configured and due: never with a gap
+    /// open (it is loaded first) or with nothing stored.
+    private var dueRevalidation: RevalidationWindow? {
+        guard let window = configuration.revalidate, persisted.itemCount > 0, persisted.gap == nil else { return nil }
+        if let last = lastRevalidation, now < last.adding(configuration.revalidateInterval) { return nil }
+        return window
     }
 
     /// Puts a direction that can no longer run (its timer fired after the feed changed) at rest.
@@ -468,6 +483,8 @@ import Foundation
         }
         let requested = lane.cursor
         let walkIsManual = lane.manual
+        if lane.revalidating { lastRevalidation = now }
+        lane.revalidating = false
         lane.running = nil
         lane.cursor = nil
         lane.load = .loaded

@@ -62,13 +62,22 @@ public struct FeedPage: Sendable, Hashable {
     /// store records with this cursor and the machine loads until a page meets a stored item.
     /// `nil` for cursor feeds (`min_id`), whose newer pages join the stored items by construction.
     public var continuation: String?
+    /// The older cursor names this page's last item (a keyset cursor such as `max_id` or
+    /// `starting_after`): the older page starts right after that item whatever changed above it,
+    /// so a revalidation joins the two pages without reading this one again. `false` (the safe
+    /// answer) for positional cursors (page numbers, offsets) and opaque ones.
+    public var olderContinuesAfterLastItem: Bool
 
     /// A page with its cursors; `continuation` carries a page feed's next page within one load.
-    public init(items: [FeedItem], olderCursor: String?, newerCursor: String?, continuation: String? = nil) {
+    public init(
+        items: [FeedItem], olderCursor: String?, newerCursor: String?, continuation: String? = nil,
+        olderContinuesAfterLastItem: Bool = false
+    ) {
         self.items = items
         self.olderCursor = olderCursor
         self.newerCursor = newerCursor
         self.continuation = continuation
+        self.olderContinuesAfterLastItem = olderContinuesAfterLastItem
     }
 }
 

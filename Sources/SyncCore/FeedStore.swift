@@ -77,14 +77,17 @@ public struct CommitOutcome: Sendable, Hashable {
     public var overlapped: Bool
     /// Stored items the page brought changed, replaced in place (same position).
     public var updated: Int
+    /// Stored items removed because the server no longer has them (a revalidation found them gone).
+    public var deleted: Int
 
     /// The outcome of one commit.
-    public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int, overlapped: Bool = false, updated: Int = 0) {
+    public init(feed: PersistedFeed, pageItemCount: Int, inserted: Int, overlapped: Bool = false, updated: Int = 0, deleted: Int = 0) {
         self.feed = feed
         self.pageItemCount = pageItemCount
         self.inserted = inserted
         self.overlapped = overlapped
         self.updated = updated
+        self.deleted = deleted
     }
 }
 
@@ -102,7 +105,9 @@ public struct CommitOutcome: Sendable, Hashable {
 ///   a ``FeedGap``; newer pages then load into it, just above the items stored before it opened,
 ///   until one meets such an item or has no continuation;
 /// - a page, its cursors and end flag are committed in one transaction, so a crash leaves either
-///   all of it or none of it: resuming from the stored cursors leaves no gap and no duplicate.
+///   all of it or none of it: resuming from the stored cursors leaves no gap and no duplicate;
+/// - a revalidation commits what it read as a newer page would (without opening a gap) and removes
+///   the items ``ReconcileRule`` finds gone, in the same transaction.
 public protocol FeedStore: Sendable {
     /// The stored state of a feed; ``PersistedFeed/fresh`` for an unknown feed.
     func load(feed: String) async throws -> PersistedFeed
@@ -110,6 +115,11 @@ public protocol FeedStore: Sendable {
     func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome
     /// Stored items, newest first.
     func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem]
+    /// Commits what a revalidation read from the feed's head down: its items as a newer page,
+    /// and the removal of the stored items ``ReconcileRule/deletions(stored:walk:)`` finds gone,
+    /// atomically. The outcome counts them in ``CommitOutcome/deleted``. A feed that is empty or
+    /// has a ``FeedGap`` open is left as it is (its outcome reports the feed unchanged).
+    func revalidate(feed: String, walk: RevalidationResult, at date: Date) async throws -> CommitOutcome
     /// Commits `pages`, each loaded with the older cursor of the one before it, in order, as
     /// ``commit(feed:direction:page:at:)`` would; returns the outcome of each page committed.
     ///

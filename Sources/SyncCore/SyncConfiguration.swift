@@ -41,6 +41,12 @@ public struct SyncConfiguration: Sendable, Hashable {
     /// received (``FeedSource/bytesReceived``); `nil` for no limit. Past it, every automatic load
     /// waits for the next day or an unmetered link.
     public var meteredBudget: MeteredBudget?
+    /// How much of the feed's newest part a refresh reads again, at most every
+    /// ``revalidateInterval``, to find items the server edited or deleted; `nil` reads only what
+    /// is new. See ``RevalidationWalk`` and ``ReconcileRule``.
+    public var revalidate: RevalidationWindow?
+    /// The least time between two revalidations; refreshes in between read only what is new.
+    public var revalidateInterval: Duration
 
     /// A configuration; negative values are raised to the smallest that makes sense.
     public init(
@@ -55,7 +61,9 @@ public struct SyncConfiguration: Sendable, Hashable {
         backfillCommitPages: Int = 8,
         backfillCommitDelay: Duration = .milliseconds(20),
         onMetered: MeteredPolicy = .newer,
-        meteredBudget: MeteredBudget? = nil
+        meteredBudget: MeteredBudget? = nil,
+        revalidate: RevalidationWindow? = nil,
+        revalidateInterval: Duration = .seconds(600)
     ) {
         self.retry = retry
         self.reconnectSpread = max(.zero, reconnectSpread)
@@ -69,9 +77,11 @@ public struct SyncConfiguration: Sendable, Hashable {
         self.backfillCommitDelay = max(.zero, backfillCommitDelay)
         self.onMetered = onMetered
         self.meteredBudget = meteredBudget
+        self.revalidate = revalidate.map { if case .items(let count) = $0 { .items(max(1, count)) } else { $0 } }
+        self.revalidateInterval = max(.zero, revalidateInterval)
     }
 
     /// The defaults: no periodic refresh, no backfill, refresh on start, only newer items over a
-    /// metered link, no byte budget.
+    /// metered link, no byte budget, no revalidation (every ten minutes when one is set).
     public static let `default` = SyncConfiguration()
 }

@@ -146,7 +146,7 @@ struct ConfigurationReader {
             "name", "url", "id_field", "page_size", "refresh_interval", "backfill", "token", "token_file",
             "timeout", "max_body_bytes", "pagination", "page_size_parameter", "gap_pages",
             "ca_file", "client_certificate", "client_key", "keep_items", "keep_days", "stale_after",
-            "on_metered", "metered_budget",
+            "on_metered", "metered_budget", "revalidate", "revalidate_interval",
         ]).union(Self.descriptorKeys), table: t)
         guard let name = try string(t, "name") else { throw error(t, "name", "is required") }
         guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
@@ -227,6 +227,19 @@ struct ConfigurationReader {
             sync.onMetered = policy
         }
         if let v = try byteCount(t, "metered_budget") { sync.meteredBudget = MeteredBudget(bytesPerDay: v) }
+        if let value = t.table["revalidate"] {
+            if let count = value.int, (1...1_000_000).contains(count) {
+                sync.revalidate = .items(count)
+            } else if value.string == "all" {
+                sync.revalidate = .all
+            } else {
+                throw error(t, "revalidate", "must be a number of items (1 to 1000000) or \"all\"")
+            }
+        }
+        if let v = try duration(t, "revalidate_interval") {
+            guard sync.revalidate != nil else { throw error(t, "revalidate_interval", "needs revalidate (a number of items or \"all\")") }
+            sync.revalidateInterval = v
+        }
         let keepItems = try int(t, "keep_items", range: 1...100_000_000)
         var keepAge: Duration?
         if let days = try double(t, "keep_days") {

@@ -61,8 +61,8 @@ public struct SQLiteFeedStore: FeedStore {
     /// `checkIntegrity`), and was corrected: the count it said, by feed. Empty when all agreed.
     public let recountedFeeds: [String: Int]
     let pool: DatabasePool
-    private let commitHook: (@Sendable (CommitStage) -> Void)?
-    private let retention: [String: Retention]
+    let commitHook: (@Sendable (CommitStage) -> Void)?
+    let retention: [String: Retention]
     private let scheduling: CommitScheduling
     private let checkpointer: Checkpointer
     private let faults = FaultRecord()
@@ -222,7 +222,7 @@ public struct SQLiteFeedStore: FeedStore {
     /// A commit's write transaction, on a thread scheduled as ``CommitScheduling`` says.
     ///
     /// - Throws: ``StoreFault`` in words (a full disk, a read-only filesystem, damaged pages).
-    private func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    func writeTransaction<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let scheduling = scheduling, checkpointer = checkpointer, faults = faults
         let result: T
         do {
@@ -400,7 +400,7 @@ public struct SQLiteFeedStore: FeedStore {
 
     // MARK: Transactions
 
-    private static func persisted(_ db: Database, feed: String) throws -> PersistedFeed {
+    static func persisted(_ db: Database, feed: String) throws -> PersistedFeed {
         let select = try db.cachedStatement(sql: "SELECT * FROM feed WHERE id = ?")
         guard let row = try Row.fetchOne(select, arguments: [feed]) else {
             return .fresh
@@ -420,7 +420,7 @@ public struct SQLiteFeedStore: FeedStore {
         )
     }
 
-    private static func commit(
+    static func commit(
         _ db: Database,
         feed: String,
         direction: Direction,

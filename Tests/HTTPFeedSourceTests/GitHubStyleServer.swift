@@ -125,6 +125,11 @@ final class GitHubStyleServer: Sendable {
         try await admin("edit", ["id": id, "title": title])
     }
 
+    /// Deletes the item with this id; the items below it move up a place.
+    func delete(id: String) async throws {
+        try await admin("delete", ["id": id])
+    }
+
     /// The whole feed as a store should hold it: newest first, bytes as served.
     func items() async throws -> [FeedItem] {
         let response = try await rawRequest("http://127.0.0.1:\(port)/admin/items")

@@ -176,6 +176,11 @@ actor GatedStore: FeedStore {
         return outcomes
     }
 
+    func revalidate(feed: String, walk: RevalidationResult, at date: Date) async throws -> CommitOutcome {
+        await hold(pages: 1)
+        return try await inner.revalidate(feed: feed, walk: walk, at: date)
+    }
+
     private func hold(pages: Int) async {
         commitsStarted += 1
         transactionSizes.append(pages)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPFeedSource
+import SyncCore
 import SyncDaemon
 import Testing
 
@@ -48,6 +49,30 @@ import Testing
         #expect(config.feeds[0].keepAge == .seconds(129_600))
     }
 
+    @Test func revalidationKeys() throws {
+        let config = try DaemonConfiguration.parse("""
+            [[feed]]
+            name = "a"
+            url = "https://h.example/f"
+            revalidate = 200
+            revalidate_interval = "15m"
+
+            [[feed]]
+            name = "b"
+            url = "https://h.example/g"
+            revalidate = "all"
+
+            [[feed]]
+            name = "c"
+            url = "https://h.example/h"
+            """)
+        #expect(config.feeds[0].sync.revalidate == .items(200))
+        #expect(config.feeds[0].sync.revalidateInterval == .seconds(900))
+        #expect(config.feeds[1].sync.revalidate == .all)
+        #expect(config.feeds[1].sync.revalidateInterval == SyncConfiguration.default.revalidateInterval)
+        #expect(config.feeds[2].sync.revalidate == nil, "off unless asked for")
+    }
+
     @Test func tlsFilesAreReadAtLoad() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("syncd-conf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -70,6 +95,9 @@ import Testing
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nkeep_days = 0\n", 4, "feed[0].keep_days", "above 0"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nkeep_items = 10\nbackfill = 100\n", 5, "feed[0].backfill", "keep_items"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ngap_pages = 0\n", 4, "feed[0].gap_pages", "between"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = 0\n", 4, "feed[0].revalidate", "a number of items"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = \"some\"\n", 4, "feed[0].revalidate", "or \"all\""),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate_interval = \"5m\"\n", 4, "feed[0].revalidate_interval", "needs revalidate"),
     ] as [(String, Int, String, String)])
     func badKeysAreLocated(text: String, line: Int, key: String, message: String) {
         do {

@@ -148,6 +148,12 @@ class Handler(BaseHTTPRequestHandler):
                         items[index] = (item_id, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
                 modified[0] = time.time()
             return self.send(200, b"{}")
+        if path == "/admin/delete":
+            # An issue deleted: it leaves the list, and the pages after it shift up by one.
+            with lock:
+                items[:] = [(i, p) for i, p in items if str(i) != query["id"]]
+                modified[0] = time.time()
+            return self.send(200, b"{}")
         if path == "/admin/items":
             with lock:
                 body = json.dumps([[i, p.decode()] for i, p in reversed(items)], ensure_ascii=False).encode()
