@@ -1,6 +1,21 @@
 import Foundation
 import SyncCore
 
+/// How a feed marks an item deleted while it still lists it (a tombstone): the value at a pointer
+/// inside the item, such as `"deleted": true` or `"status": "deleted"`.
+public struct DeletionMark: Sendable, Hashable {
+    /// Where the mark is, inside an item.
+    public var pointer: JSONPointer
+    /// The value that means deleted.
+    public var value: JSONScalar
+
+    /// Items whose value at `pointer` is `value` (by default `true`) are deleted.
+    public init(pointer: JSONPointer, value: JSONScalar = .bool(true)) {
+        self.pointer = pointer
+        self.value = value
+    }
+}
+
 /// How to read a paginated API: where a page's items are, what identifies each, and how its
 /// older and newer pages are reached. The default reads Mastodon and GitHub: a bare JSON array,
 /// `id` members, `Link` headers.
@@ -18,11 +33,14 @@ public struct FeedDescriptor: Sendable, Hashable {
     public var newer: NewerPages
     /// What says that a page is the last (besides the absence of an older cursor).
     public var end: PageEnd
+    /// How an item the server still lists is marked deleted, if it marks them: such an item is
+    /// removed from the store, not stored.
+    public var deleted: DeletionMark?
 
     /// A descriptor; every part defaults to the bare-array, `Link`-header reading.
     public init(
         items: JSONPointer? = nil, id: JSONPointer = JSONPointer(tokens: ["id"]), updated: JSONPointer? = nil,
-        older: OlderPages = .linkHeader, newer: NewerPages = .automatic, end: PageEnd = PageEnd()
+        older: OlderPages = .linkHeader, newer: NewerPages = .automatic, end: PageEnd = PageEnd(), deleted: DeletionMark? = nil
     ) {
         self.items = items
         self.id = id
@@ -30,6 +48,7 @@ public struct FeedDescriptor: Sendable, Hashable {
         self.older = older
         self.newer = newer
         self.end = end
+        self.deleted = deleted
     }
 
     /// Rejects a descriptor that cannot work, with the reason: an empty parameter or header
@@ -62,6 +81,7 @@ public struct FeedDescriptor: Sendable, Hashable {
         case .bodyURL(let pointer): try inside(pointer, "newer pages' URL pointer")
         }
         if let updated { try inside(updated, "updated pointer") }
+        if let deleted { try inside(deleted.pointer, "deleted pointer") }
         for pointer in [end.hasMore, end.isLast, end.total].compactMap({ $0 }) { try inside(pointer, "end pointer \(pointer)") }
     }
 
@@ -73,6 +93,7 @@ public struct FeedDescriptor: Sendable, Hashable {
                 ?? "the body when it is an array, else the first common member holding one (data, items, results, …)"),
             "id: \(id)" + (updated.map { ", updated: \($0)" } ?? ""),
         ]
+        if let deleted { lines.append("deleted: an item whose \(deleted.pointer) is \(deleted.value.literal)") }
         switch older {
         case .linkHeader: lines.append("older pages: the Link header's rel=\"next\"")
         case .bodyURL(let pointer): lines.append("older pages: the URL at \(pointer)")

@@ -68,7 +68,7 @@ public struct HTTPFeedSource: FeedSource {
         try configuration.validate()
         self.configuration = configuration
         self.client = client
-        self.parser = JSONPageParser(id: configuration.descriptor.id, updated: configuration.descriptor.updated)
+        self.parser = JSONPageParser(id: configuration.descriptor.id, updated: configuration.descriptor.updated, deleted: configuration.descriptor.deleted)
         self.cursors = PageCursors(descriptor: configuration.descriptor, feedURL: configuration.url)
         self.bodyValues = configuration.descriptor.bodyValues
         self.logger = logger
@@ -88,18 +88,19 @@ public struct HTTPFeedSource: FeedSource {
         if isPaged(response) {
             return FeedPage(
                 items: response.items, olderCursor: next, newerCursor: configuration.url.absoluteString, continuation: next,
-                olderContinuesAfterLastItem: keyset)
+                olderContinuesAfterLastItem: keyset, deletedIDs: response.deletedIDs)
         }
         guard case .automatic = configuration.descriptor.newer else {
             // An empty feed has no newest id to ask above: its first page is asked again.
             return FeedPage(
                 items: response.items, olderCursor: next,
-                newerCursor: cursors.newer(response.answer) ?? configuration.url.absoluteString, olderContinuesAfterLastItem: keyset)
+                newerCursor: cursors.newer(response.answer) ?? configuration.url.absoluteString, olderContinuesAfterLastItem: keyset,
+                deletedIDs: response.deletedIDs)
         }
         let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(configuration.url, minID: $0.id) }
             ?? Self.emptyFeedCursor(configuration)
-        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer, olderContinuesAfterLastItem: keyset)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer, olderContinuesAfterLastItem: keyset, deletedIDs: response.deletedIDs)
     }
 
     /// Whether the older cursor `next` names the last of `items` in a keyset parameter
@@ -156,7 +157,7 @@ public struct HTTPFeedSource: FeedSource {
         }
         return FeedPage(
             items: response.items, olderCursor: next, newerCursor: nil,
-            olderContinuesAfterLastItem: namesLastItem(next, of: response.items))
+            olderContinuesAfterLastItem: namesLastItem(next, of: response.items), deletedIDs: response.deletedIDs)
     }
 
     /// The page at `cursor`, sent conditionally when it is a refresh, so a 304 is an empty page: caught up.
@@ -170,14 +171,14 @@ public struct HTTPFeedSource: FeedSource {
         let next = cursors.older(response.answer)
         if isPaged(response) {
             // Page 1 again, or a page inside a gap: the newer cursor stays page 1.
-            return FeedPage(items: response.items, olderCursor: next, newerCursor: nil, continuation: next)
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: nil, continuation: next, deletedIDs: response.deletedIDs)
         }
         guard case .automatic = configuration.descriptor.newer else {
-            return FeedPage(items: response.items, olderCursor: next, newerCursor: cursors.newer(response.answer))
+            return FeedPage(items: response.items, olderCursor: next, newerCursor: cursors.newer(response.answer), deletedIDs: response.deletedIDs)
         }
         let newer = LinkHeader.previous(in: response.links)?.absoluteString
             ?? response.items.first.map { Self.url(url, minID: $0.id) }
-        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer)
+        return FeedPage(items: response.items, olderCursor: next, newerCursor: newer, deletedIDs: response.deletedIDs)
     }
 
     /// A first page holding the page size asked for, without a `Link` to the next, is most often
@@ -253,7 +254,14 @@ public struct HTTPFeedSource: FeedSource {
         var notModified = false
         /// An Atom or RSS document: read from its head down, as its archives link it.
         var syndicated = false
-        var items: [FeedItem] { answer.items }
+        /// Ids the page marks deleted; their tombstones stay in `answer` (cursors count them).
+        var deletedIDs: [String] = []
+        /// The page's items, tombstones left out.
+        var items: [FeedItem] {
+            guard !deletedIDs.isEmpty else { return answer.items }
+            let gone = Set(deletedIDs.map(ExactID.init))
+            return answer.items.filter { !gone.contains(ExactID($0.id)) }
+        }
         var links: [WebLink] { answer.links }
     }
 
@@ -330,7 +338,7 @@ public struct HTTPFeedSource: FeedSource {
             if opensWithMarkup(raw.body), SyndicationParser.looksLikeSyndication(raw.body) {
                 // Atom or RSS: its entries as JSON objects, its own links (RFC 5005) beside the header's.
                 let document = try SyndicationParser.parse(raw.body, url: raw.url)
-                page = ParsedPage(items: document.items, values: [:], itemsAt: .root)
+                page = ParsedPage(items: document.items, values: [:], itemsAt: .root, deletedIDs: document.deletedIDs)
                 links += document.links
                 syndicated = true
                 syndication.set(document.format == .atom ? "an Atom document's entries" : "an RSS channel's items")
@@ -351,10 +359,10 @@ public struct HTTPFeedSource: FeedSource {
         // Validators are kept only for URLs that are asked again as they are (a refresh), and
         // only once the body parsed: a 304 then stands for a page whose items are stored.
         if conditional || remember, let validators = raw.validators { cache.store(validators, for: url) }
-        log(label, started, outcome: "\(items.count) items")
+        log(label, started, outcome: "\(items.count) items" + (page.deletedIDs.isEmpty ? "" : ", \(page.deletedIDs.count) marked deleted"))
         return Response(
             answer: PageCursors.Answer(url: raw.url, items: items, values: page.values, links: links, cursorHeader: raw.cursorHeader),
-            syndicated: syndicated)
+            syndicated: syndicated, deletedIDs: page.deletedIDs)
     }
 
     /// A backfill's page over the walk's connection, whose handler sends the next one; `nil`

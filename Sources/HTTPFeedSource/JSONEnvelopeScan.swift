@@ -22,6 +22,17 @@ public enum JSONScalar: Sendable, Hashable {
         default: nil
         }
     }
+
+    /// The value as JSON would spell it (a string quoted, without escaping): for messages.
+    public var literal: String {
+        switch self {
+        case .string(let value): "\"\(value)\""
+        case .number(let value): value
+        case .bool(let value): value ? "true" : "false"
+        case .null: "null"
+        case .container: "an object or array"
+        }
+    }
 }
 
 /// What to pick out of a page body: where the items are, each item's id and version, and the
@@ -39,13 +50,13 @@ struct EnvelopePlan {
 
     /// From the document's root: the items and the envelope's values.
     private(set) var nodes = [Node()]
-    /// Inside each item: slot 0 the id, slot 1 the version.
+    /// Inside each item: slot 0 the id, slot 1 the version, slot 2 the deletion mark.
     private(set) var itemNodes = [Node()]
     let items: JSONPointer
     let id: JSONPointer
     let scalars: [JSONPointer]
 
-    init(items: JSONPointer, id: JSONPointer, updated: JSONPointer?, scalars: [JSONPointer]) {
+    init(items: JSONPointer, id: JSONPointer, updated: JSONPointer?, deleted: JSONPointer? = nil, scalars: [JSONPointer]) {
         self.items = items
         self.id = id
         self.scalars = scalars
@@ -55,6 +66,7 @@ struct EnvelopePlan {
         }
         itemNodes[Self.insert(id, into: &itemNodes)].capture = 0
         if let updated { itemNodes[Self.insert(updated, into: &itemNodes)].capture = 1 }
+        if let deleted { itemNodes[Self.insert(deleted, into: &itemNodes)].capture = 2 }
     }
 
     private static func insert(_ pointer: JSONPointer, into nodes: inout [Node]) -> Int {
@@ -73,11 +85,15 @@ struct EnvelopePlan {
     }
 }
 
+/// An item as a scan found it: its id, version and deletion mark (the descriptor's `updated` and
+/// `deleted` pointers), and where its bytes lie in the body.
+typealias ScannedItem = (id: String, updated: String?, deleted: JSONScalar?, bytes: Range<Int>)
+
 /// What a scan with an ``EnvelopePlan`` found.
 struct EnvelopeScan {
     /// The items, in body order, with where their bytes lie; `nil` when the body has no array
     /// at the items pointer.
-    var items: [(id: String, updated: String?, bytes: Range<Int>)]?
+    var items: [ScannedItem]?
     /// The values at the plan's scalar pointers, `nil` where absent.
     var scalars: [JSONScalar?]
     /// The top-level object's members, in body order, with whether each holds an array (for
@@ -151,26 +167,30 @@ extension JSONScanner {
     }
 
     /// The items array: every element an object with an id at the plan's id pointer, no id twice.
-    private mutating func itemArray(depth: Int, plan: EnvelopePlan) throws(JSONSyntaxError) -> [(id: String, updated: String?, bytes: Range<Int>)] {
-        var items: [(id: String, updated: String?, bytes: Range<Int>)] = []
+    private mutating func itemArray(depth: Int, plan: EnvelopePlan) throws(JSONSyntaxError) -> [ScannedItem] {
+        var items: [ScannedItem] = []
         var ids = DistinctIDs()
         try elements(depth: depth) { scanner, position throws(JSONSyntaxError) in
             guard scanner.peek() == UInt8(ascii: "{") else { throw scanner.error(position, "expected an object") }
             let start = scanner.index
             var id: String?
             var updated: String?
-            try scanner.item(depth: depth + 1, node: 0, plan: plan, id: &id, updated: &updated)
+            var deleted: JSONScalar?
+            try scanner.item(depth: depth + 1, node: 0, plan: plan, id: &id, updated: &updated, deleted: &deleted)
             guard let id else {
                 throw JSONSyntaxError(message: "item \(position) has no string or integer at \(plan.id)")
             }
             guard ids.insert(id) else { throw JSONSyntaxError(message: "id \"\(id)\" appears twice in one page") }
-            items.append((id, updated, start..<scanner.index))
+            items.append((id, updated, deleted, start..<scanner.index))
         }
         return items
     }
 
-    /// Scans a value inside an item at `node` of the item trie, capturing the id and the version.
-    private mutating func item(depth: Int, node: Int, plan: EnvelopePlan, id: inout String?, updated: inout String?) throws(JSONSyntaxError) {
+    /// Scans a value inside an item at `node` of the item trie, capturing the id, the version and
+    /// the deletion mark.
+    private mutating func item(
+        depth: Int, node: Int, plan: EnvelopePlan, id: inout String?, updated: inout String?, deleted: inout JSONScalar?
+    ) throws(JSONSyntaxError) {
         let current = plan.itemNodes[node]
         switch current.capture {
         case 0?:
@@ -179,6 +199,9 @@ extension JSONScanner {
             return
         case 1?:
             updated = try scalar(depth: depth - 1).text
+            return
+        case 2?:
+            deleted = try scalar(depth: depth - 1)
             return
         default:
             break
@@ -192,7 +215,7 @@ extension JSONScanner {
             guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
             try members(depth: depth) { scanner, key throws(JSONSyntaxError) in
                 if let child = current.children.first(where: { $0.key == key })?.node {
-                    try scanner.item(depth: depth + 1, node: child, plan: plan, id: &id, updated: &updated)
+                    try scanner.item(depth: depth + 1, node: child, plan: plan, id: &id, updated: &updated, deleted: &deleted)
                 } else {
                     try scanner.value(depth: depth)
                 }
@@ -200,7 +223,7 @@ extension JSONScanner {
         case UInt8(ascii: "["):
             try elements(depth: depth) { scanner, position throws(JSONSyntaxError) in
                 if let child = current.children.first(where: { $0.key == Array(String(position).utf8) })?.node {
-                    try scanner.item(depth: depth + 1, node: child, plan: plan, id: &id, updated: &updated)
+                    try scanner.item(depth: depth + 1, node: child, plan: plan, id: &id, updated: &updated, deleted: &deleted)
                 } else {
                     try scanner.value(depth: depth)
                 }

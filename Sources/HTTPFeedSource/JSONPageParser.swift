@@ -13,6 +13,8 @@ public struct JSONPageParser: Sendable {
     public var id: JSONPointer
     /// Where each item's version is, inside the item (a modification time or revision), if anywhere.
     public var updated: JSONPointer?
+    /// How an item is marked deleted, if the feed marks them (``ParsedPage/deletedIDs``).
+    public var deleted: DeletionMark?
     /// Deeper nesting is rejected instead of risking the stack.
     public var maxDepth = 256
 
@@ -27,10 +29,12 @@ public struct JSONPageParser: Sendable {
         self.id = JSONPointer(tokens: [idField])
     }
 
-    /// A parser that reads each item's id at `id` and its version at `updated`.
-    public init(id: JSONPointer, updated: JSONPointer? = nil) {
+    /// A parser that reads each item's id at `id`, its version at `updated`, and whether it is a
+    /// tombstone by `deleted`.
+    public init(id: JSONPointer, updated: JSONPointer? = nil, deleted: DeletionMark? = nil) {
         self.id = id
         self.updated = updated
+        self.deleted = deleted
     }
 
     /// The page's items in body order (servers send newest first).

@@ -10,6 +10,9 @@ public struct ParsedPage: Sendable {
     public var values: [JSONPointer: JSONScalar]
     /// Where the items were: the descriptor's pointer, or the one found in the body.
     public var itemsAt: JSONPointer
+    /// Ids of the items that carry the parser's ``DeletionMark`` (still among ``items``, where
+    /// cursors count them), or the document's tombstones (Atom's `at:deleted-entry`).
+    public var deletedIDs: [String] = []
 }
 
 extension JSONPageParser {
@@ -29,7 +32,7 @@ extension JSONPageParser {
     /// are looked for is refused with what it holds instead and what to set, e.g. `the body is a
     /// JSON object with keys "feed", "cursor": set items = "/feed"`.
     public func read(_ body: Data, items: JSONPointer?, values: [JSONPointer] = []) throws(FeedError) -> ParsedPage {
-        let plainID = id.tokens.count == 1 && updated == nil
+        let plainID = id.tokens.count == 1 && updated == nil && deleted == nil
         if values.isEmpty, plainID, items?.isRoot ?? true, Self.firstByte(of: body) == UInt8(ascii: "[") {
             // The bare array of Mastodon and GitHub: the scan built for it.
             let found = try parse(body)
@@ -44,7 +47,7 @@ extension JSONPageParser {
         } else {
             at = try detectItems(body)
         }
-        let plan = EnvelopePlan(items: at, id: id, updated: updated, scalars: values)
+        let plan = EnvelopePlan(items: at, id: id, updated: updated, deleted: deleted?.pointer, scalars: values)
         let scan = try envelope(body, plan)
         guard let found = scan.items else { throw Self.misfit(scan, items: at) }
         let base = body.startIndex
@@ -52,6 +55,7 @@ extension JSONPageParser {
         page.items.reserveCapacity(found.count)
         for item in found {
             page.items.append(FeedItem(id: item.id, payload: body[(base + item.bytes.lowerBound)..<(base + item.bytes.upperBound)], version: item.updated))
+            if let mark = deleted, item.deleted == mark.value { page.deletedIDs.append(item.id) }
         }
         for (pointer, value) in zip(values, scan.scalars) {
             if let value { page.values[pointer] = value }

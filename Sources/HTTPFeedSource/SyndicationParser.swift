@@ -27,6 +27,8 @@ struct SyndicationPage: Sendable {
     /// against the request URL and `xml:base`: where RFC 5005 paging (`next`, `previous`,
     /// `first`, `last`, `prev-archive`, `next-archive`, `current`) continues.
     var links: [WebLink]
+    /// The ids of entries the feed says were deleted (RFC 6721 `<at:deleted-entry ref="…">`).
+    var deletedIDs: [String] = []
 }
 
 /// Reads Atom 1.0 and RSS 2.0 pages into items, with the same contract as the JSON parser: the
@@ -41,6 +43,8 @@ struct SyndicationPage: Sendable {
 enum SyndicationParser {
     /// Atom 1.0's namespace (RFC 4287 §2); Atom elements outside it are not Atom.
     static let atomNamespace = "http://www.w3.org/2005/Atom"
+    /// RFC 6721's namespace, of `<at:deleted-entry>`.
+    static let tombstonesNamespace = "http://purl.org/atompub/tombstones/1.0"
     /// The RSS content module's namespace, home of `<content:encoded>` (an item's full text).
     static let contentNamespace = "http://purl.org/rss/1.0/modules/content/"
     /// Dublin Core's namespace, home of `<dc:creator>`, which RSS feeds use for authors.
@@ -110,7 +114,7 @@ enum SyndicationParser {
             let original = String(decoding: bytes[originals[index]], as: UTF8.self)
             items.append(FeedItem(id: id, payload: entry.payload(id: id, original: original), version: document.format == .atom ? entry.updated : nil))
         }
-        return SyndicationPage(format: document.format, items: items, links: document.links)
+        return SyndicationPage(format: document.format, items: items, links: document.links, deletedIDs: document.deletedIDs)
     }
 
     /// A `.malformed` failure worded as the JSON parser's are, so logs read alike.
@@ -339,6 +343,8 @@ private struct ReadDocument {
     var entries: [EntryDraft]
     /// The feed- or channel-level links.
     var links: [WebLink]
+    /// The `ref`s of the feed's `<at:deleted-entry>` elements.
+    var deletedIDs: [String]
     /// How many elements the document has, to check the byte walk against.
     var elementCount: Int
 }
@@ -390,6 +396,8 @@ private final class DocumentReader: NSObject, XMLParserDelegate {
     private var capture: (field: Field, depth: Int, text: String)?
     /// Feed- or channel-level links, in document order.
     private var links: [WebLink] = []
+    /// The `ref`s of the feed's tombstones, in document order.
+    private var deletedIDs: [String] = []
     /// The first non-XML failure (shape, depth, size), which ends the parse.
     private var failure: String?
     /// The first XML error libxml2 reported: its code, line and the innermost open element.
@@ -414,7 +422,7 @@ private final class DocumentReader: NSObject, XMLParserDelegate {
         }
         guard rootClosed else { throw SyndicationParser.malformed("not well-formed XML: the document ends before its root element closes") }
         if format == .rss, channels == 0 { throw SyndicationParser.malformed("the <rss> element has no <channel>") }
-        return ReadDocument(format: format, entries: entries, links: links, elementCount: elementCount)
+        return ReadDocument(format: format, entries: entries, links: links, deletedIDs: deletedIDs, elementCount: elementCount)
     }
 
     /// Records the first failure and stops libxml2, so a hostile body costs no more than it took to see.
@@ -465,6 +473,9 @@ private final class DocumentReader: NSObject, XMLParserDelegate {
                 begin(ordinal: ordinal, qualifiedName: qualified, depth: depth, line: parser.lineNumber)
             } else if elementName == "link", namespace == SyndicationParser.atomNamespace {
                 addLink(attributes, base: base)
+            } else if elementName == "deleted-entry", namespace == SyndicationParser.tombstonesNamespace {
+                // RFC 6721 §2.1: `ref` is the deleted entry's atom:id, which is its id here too.
+                if let ref = attributes["ref"].map(SyndicationParser.trimmed), !ref.isEmpty { deletedIDs.append(ref) }
             }
         case .rss:
             if depth == 2 {

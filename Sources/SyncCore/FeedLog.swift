@@ -116,6 +116,12 @@ public struct FeedLog: Sendable, Hashable {
             }
         }
         flush(lower: nil)
+        // Tombstones in the page: those stored go now.
+        let tombstones = Set(page.deletedIDs.map(ExactID.init)).intersection(ids)
+        if !tombstones.isEmpty {
+            items.removeAll { tombstones.contains(ExactID($0.id)) }
+            ids.subtract(tombstones)
+        }
 
         let cursors = Self.cursors(after: page, direction: direction, current: feed, feedWasEmpty: wasEmpty)
         let gap = Self.gap(
@@ -136,7 +142,8 @@ public struct FeedLog: Sendable, Hashable {
             revision: feed.revision + 1,
             gap: gap.gap
         )
-        return CommitOutcome(feed: feed, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated)
+        return CommitOutcome(
+            feed: feed, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated, deleted: tombstones.count)
     }
 
     /// Commits a revalidation's reading: its items as a newer page, then removes the stored items
@@ -153,15 +160,17 @@ public struct FeedLog: Sendable, Hashable {
             outcome.pageItemCount += one.pageItemCount
             outcome.inserted += one.inserted
             outcome.updated += one.updated
+            outcome.deleted += one.deleted
         }
         // The walk read down through the window: the refresh need not go on.
         outcome.overlapped = true
         if !gone.isEmpty {
+            let before = items.count
             items.removeAll { gone.contains(ExactID($0.id)) }
             ids.subtract(gone)
             feed.itemCount = items.count
+            outcome.deleted += before - items.count
         }
-        outcome.deleted = gone.count
         outcome.feed = feed
         return outcome
     }

@@ -67,17 +67,21 @@ public struct FeedPage: Sendable, Hashable {
     /// so a revalidation joins the two pages without reading this one again. `false` (the safe
     /// answer) for positional cursors (page numbers, offsets) and opaque ones.
     public var olderContinuesAfterLastItem: Bool
+    /// Ids the page says the server deleted (Atom's `at:deleted-entry`, items carrying the feed's
+    /// deletion mark): a commit of the page removes those it stores, at once.
+    public var deletedIDs: [String]
 
     /// A page with its cursors; `continuation` carries a page feed's next page within one load.
     public init(
         items: [FeedItem], olderCursor: String?, newerCursor: String?, continuation: String? = nil,
-        olderContinuesAfterLastItem: Bool = false
+        olderContinuesAfterLastItem: Bool = false, deletedIDs: [String] = []
     ) {
         self.items = items
         self.olderCursor = olderCursor
         self.newerCursor = newerCursor
         self.continuation = continuation
         self.olderContinuesAfterLastItem = olderContinuesAfterLastItem
+        self.deletedIDs = deletedIDs
     }
 }
 

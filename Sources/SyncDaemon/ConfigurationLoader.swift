@@ -257,7 +257,7 @@ struct ConfigurationReader {
     static let descriptorKeys = [
         "dialect", "items", "id", "updated", "older", "next_url", "cursor", "cursor_param", "cursor_header",
         "last_id_param", "offset_param", "page_param", "first_page", "newer", "newer_param", "prev_url",
-        "has_more", "is_last", "total",
+        "has_more", "is_last", "total", "deleted", "deleted_value",
     ]
 
     /// How a feed's pages are read: its dialect's descriptor, with what the keys set instead.
@@ -287,6 +287,24 @@ struct ConfigurationReader {
             descriptor.id = id
         }
         if let updated = try pointer("updated") { descriptor.updated = updated }
+        if let deleted = try pointer("deleted") {
+            guard !deleted.isRoot else { throw error(t, "deleted", "must point inside the item, e.g. \"/deleted\"") }
+            var mark = DeletionMark(pointer: deleted)
+            if let value = t.table["deleted_value"] {
+                if let flag = value.bool {
+                    mark.value = .bool(flag)
+                } else if let number = value.int {
+                    mark.value = .number(String(number))
+                } else if let text = value.string, !text.isEmpty {
+                    mark.value = .string(text)
+                } else {
+                    throw error(t, "deleted_value", "must be true, false, an integer or a non-empty string")
+                }
+            }
+            descriptor.deleted = mark
+        } else if t.table["deleted_value"] != nil {
+            throw error(t, "deleted_value", "needs deleted (a JSON pointer inside the item)")
+        }
 
         // Older pages: named by `older`, or by the one key that says how.
         let nextURL = try pointer("next_url"), cursor = try pointer("cursor"), cursorParameter = try parameter("cursor_param")

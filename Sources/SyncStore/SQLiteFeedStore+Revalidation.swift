@@ -28,21 +28,35 @@ extension SQLiteFeedStore {
             outcome.pageItemCount += one.pageItemCount
             outcome.inserted += one.inserted
             outcome.updated += one.updated
+            outcome.deleted += one.deleted
         }
         // The walk read down through the window: the refresh need not go on.
         outcome.overlapped = true
         guard !gone.isEmpty else { return outcome }
         var numbers = try ChangeNumbers(db)
+        let removed = try remove(db, feed: feed, ids: gone, numbers: &numbers, tombstoneLimit: tombstoneLimit)
+        try numbers.save(db)
+        try db.cachedStatement(sql: "UPDATE feed SET item_count = item_count - ? WHERE id = ?").execute(arguments: [removed, feed])
+        outcome.feed.itemCount -= removed
+        outcome.deleted += removed
+        return outcome
+    }
+
+    /// Removes the stored items of `feed` among `ids` as deleted by the server, each with a
+    /// numbered `deleted` tombstone in the change log; returns how many were stored. The feed's
+    /// `item_count` is the caller's to lower.
+    static func remove(_ db: Database, feed: String, ids: [String], numbers: inout ChangeNumbers, tombstoneLimit: Int) throws -> Int {
+        guard !ids.isEmpty else { return 0 }
         let tombstone = try RawStatement(db, sql: "INSERT INTO item_tombstone (seq, feed, id, kind) VALUES (?, ?, ?, 'deleted')")
-        let remove = try RawStatement(db, sql: "DELETE FROM item WHERE feed = ? AND id = ?")
+        let delete = try RawStatement(db, sql: "DELETE FROM item WHERE feed = ? AND id = ?")
         try tombstone.bind(2, feed)
-        try remove.bind(1, feed)
+        try delete.bind(1, feed)
         var removed = 0
-        for id in gone {
-            try remove.bind(2, id)
-            _ = try remove.step()
-            remove.reset()
-            // Retention may have taken it in the commit above, with its own tombstone.
+        for id in ids {
+            try delete.bind(2, id)
+            _ = try delete.step()
+            delete.reset()
+            // Not stored (never was, or retention took it with its own tombstone): nothing to log.
             guard db.changesCount > 0 else { continue }
             try tombstone.bind(1, Int(numbers.take(1)))
             try tombstone.bind(3, id)
@@ -50,12 +64,8 @@ extension SQLiteFeedStore {
             tombstone.reset()
             removed += 1
         }
-        try numbers.save(db)
-        try trimTombstones(db, limit: tombstoneLimit)
-        try db.cachedStatement(sql: "UPDATE feed SET item_count = item_count - ? WHERE id = ?").execute(arguments: [removed, feed])
-        outcome.feed.itemCount -= removed
-        outcome.deleted = removed
-        return outcome
+        if removed > 0 { try trimTombstones(db, limit: tombstoneLimit) }
+        return removed
     }
 
     /// The feed's stored ids, newest first, down to the lowest one the walk read (all of them

@@ -514,6 +514,8 @@ public struct SQLiteFeedStore: FeedStore {
             cursors.older = nil
             cursors.endReached = true
         }
+        // Tombstones in the page: those stored go now, in the page's transaction.
+        let removed = try remove(db, feed: feed, ids: page.deletedIDs, numbers: &placement.numbers, tombstoneLimit: tombstoneLimit)
         let gap = FeedLog.gap(
             after: page, direction: direction, current: current, feedWasEmpty: wasEmpty,
             overlapped: overlapped, reachedFloor: reachedFloor, inserted: inserted)
@@ -529,7 +531,7 @@ public struct SQLiteFeedStore: FeedStore {
                 WHERE id = ?
                 """)
             .execute(arguments: [
-                cursors.older, cursors.newer, cursors.endReached, seconds, inserted - pruned,
+                cursors.older, cursors.newer, cursors.endReached, seconds, inserted - pruned - removed,
                 gap.gap?.cursor, floor, gap.gap?.pages ?? 0, gap.gap?.items ?? 0, feed,
             ])
         try placement.numbers.save(db)
@@ -538,9 +540,10 @@ public struct SQLiteFeedStore: FeedStore {
         // Double of Unix seconds holds a date to ~0.24 µs, coarser than `Date` itself.
         let after = PersistedFeed(
             olderCursor: cursors.older, newerCursor: cursors.newer, endReached: cursors.endReached, hasLoaded: true,
-            itemCount: current.itemCount + inserted - pruned, lastSyncAt: Date(timeIntervalSince1970: seconds),
+            itemCount: current.itemCount + inserted - pruned - removed, lastSyncAt: Date(timeIntervalSince1970: seconds),
             revision: current.revision + 1, gap: gap.gap)
-        return CommitOutcome(feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated)
+        return CommitOutcome(
+            feed: after, pageItemCount: page.items.count, inserted: inserted, overlapped: overlapped, updated: updated, deleted: removed)
     }
 
     /// Writes `page`'s items (each id once) below everything stored, in a savepoint that is rolled

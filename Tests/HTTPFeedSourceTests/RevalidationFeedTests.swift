@@ -28,7 +28,9 @@ struct MastodonStyleServer: EditableFeedServer {
     func url(limit: Int) -> URL { URL(string: "http://127.0.0.1:\(port)/api/v1/timelines/public?limit=\(limit)")! }
 
     func add(_ count: Int) async throws { try await admin("add?count=\(count)") }
-    func delete(id: String) async throws { try await admin("delete?id=\(id)") }
+    func delete(id: String) async throws { try await delete(id: id, tombstone: false) }
+    /// Deletes one status; with `tombstone` it stays listed in its place, marked `"deleted": true`.
+    func delete(id: String, tombstone: Bool) async throws { try await admin("delete?id=\(id)\(tombstone ? "&tombstone=1" : "")") }
     func edit(id: String, title: String) async throws {
         try await admin("edit?id=\(id)&text=\(title.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")
     }

@@ -72,6 +72,28 @@ import TestSupport
         #expect(Set(removals.compactMap(\.id)).isSubset(of: Set(deleted)), "only items the server deleted are removed")
     }
 
+    /// Tombstones a page carries (Atom's `at:deleted-entry`, a JSON deletion mark) remove the
+    /// stored items at once, whichever way the page was loaded, as in the reference model.
+    @Test(arguments: [Direction.initial, .older, .newer])
+    func aPagesTombstonesRemoveStoredItems(direction: Direction) async throws {
+        let dir = try TemporaryDirectory()
+        let store = try SQLiteFeedStore(path: dir.file("s.sqlite"))
+        var model = FeedLog()
+        let first = FeedPage(items: (4...9).reversed().map { item($0) }, olderCursor: "4", newerCursor: "head")
+        _ = try await store.commit(feed: "f", direction: .initial, page: first, at: date)
+        model.commit(first, direction: .initial, at: date)
+        let start = try await store.changeHead()
+        let items = direction == .older ? [item(3), item(2)] : direction == .newer ? [item(10)] : []
+        let page = FeedPage(items: items, olderCursor: nil, newerCursor: nil, deletedIDs: ["7", "5", "1", "7"])
+        let outcome = try await store.commit(feed: "f", direction: direction, page: page, at: date)
+        let expected = model.commit(page, direction: direction, at: date)
+        #expect(outcome.deleted == 2 && expected.deleted == 2, "7 and 5 were stored, 1 never was")
+        #expect(try await store.items(feed: "f", offset: 0, limit: 100) == model.items)
+        #expect(try await store.load(feed: "f").itemCount == model.items.count)
+        let changes = try await store.changes(feed: "f", since: start, limit: 100).filter { $0.kind == .deleted }
+        #expect(changes.compactMap(\.id) == ["7", "5"])
+    }
+
     @Test func aRemovalAndItsLogEntryAreOneTransaction() async throws {
         let dir = try TemporaryDirectory()
         let store = try SQLiteFeedStore(path: dir.file("s.sqlite"))

@@ -73,6 +73,30 @@ import Testing
         #expect(config.feeds[2].sync.revalidate == nil, "off unless asked for")
     }
 
+    @Test func deletionMarkKeys() throws {
+        let config = try DaemonConfiguration.parse("""
+            [[feed]]
+            name = "a"
+            url = "https://h.example/f"
+            deleted = "/deleted"
+
+            [[feed]]
+            name = "b"
+            url = "https://h.example/g"
+            deleted = "/status"
+            deleted_value = "deleted"
+
+            [[feed]]
+            name = "c"
+            url = "https://h.example/h"
+            deleted = "/state/gone"
+            deleted_value = 1
+            """)
+        #expect(config.feeds[0].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["deleted"]), value: .bool(true)))
+        #expect(config.feeds[1].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["status"]), value: .string("deleted")))
+        #expect(config.feeds[2].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["state", "gone"]), value: .number("1")))
+    }
+
     @Test func tlsFilesAreReadAtLoad() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("syncd-conf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -96,6 +120,8 @@ import Testing
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nkeep_items = 10\nbackfill = 100\n", 5, "feed[0].backfill", "keep_items"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ngap_pages = 0\n", 4, "feed[0].gap_pages", "between"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = 0\n", 4, "feed[0].revalidate", "a number of items"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ndeleted_value = true\n", 4, "feed[0].deleted_value", "needs deleted"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ndeleted = \"\"\n", 4, "feed[0].deleted", "inside the item"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = \"some\"\n", 4, "feed[0].revalidate", "or \"all\""),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate_interval = \"5m\"\n", 4, "feed[0].revalidate_interval", "needs revalidate"),
     ] as [(String, Int, String, String)])

@@ -7,9 +7,10 @@
 #
 # Usage: mastodon_style.py PORT ITEMS
 # PORT 0 takes a free port and prints {"port": N} once listening on 127.0.0.1.
-# Control: /admin/add?count=K puts K new statuses at the top; /admin/delete?id=X removes one;
+# Control: /admin/add?count=K puts K new statuses at the top; /admin/delete?id=X removes one
+# (with &tombstone=1 it stays listed in its place as {"id": X, "deleted": true});
 # /admin/edit?id=X&text=T changes one's content and edited_at (its place does not change);
-# /admin/items -> [[id, payload], ...] newest first; /admin/requests -> every timeline query.
+# /admin/items -> [[id, payload], ...] newest first, tombstones left out; /admin/requests -> every timeline query.
 import json, os, signal, sys, threading
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl, urlencode
@@ -90,7 +91,10 @@ class Handler(BaseHTTPRequestHandler):
                     statuses[newest[0]] = status(newest[0])
                 body = json.dumps({"newest": newest[0]})
             elif path == "/admin/delete":
-                statuses.pop(int(query["id"]), None)
+                if query.get("tombstone") == "1":
+                    statuses[int(query["id"])] = {"id": query["id"], "deleted": True}
+                else:
+                    statuses.pop(int(query["id"]), None)
                 body = "{}"
             elif path == "/admin/edit":
                 n = int(query["id"])
@@ -99,7 +103,9 @@ class Handler(BaseHTTPRequestHandler):
                     statuses[n] = status(n, query.get("text", "edited"), "2026-02-01T00:00:%02d.000Z" % (edits[0] % 60))
                 body = "{}"
             elif path == "/admin/items":
-                body = json.dumps([[str(n), payload(statuses[n])] for n in sorted(statuses, reverse=True)], ensure_ascii=False)
+                # Tombstones are not part of what a mirror holds.
+                body = json.dumps([[str(n), payload(statuses[n])] for n in sorted(statuses, reverse=True)
+                                   if not statuses[n].get("deleted")], ensure_ascii=False)
             elif path == "/admin/requests":
                 body = json.dumps(requests)
             else:
