@@ -63,6 +63,12 @@ public struct SyncControlClient: Sendable {
         try await call("Refresh", SyncControlServer.FeedParameter(feed: feed), as: SyncControlServer.FeedsResult.self).feeds
     }
 
+    /// Marks `feed` (or every feed) as seen, clearing its new-items notice; returns the feeds.
+    @discardableResult
+    public func markSeen(feed: String? = nil) async throws -> [String] {
+        try await call("MarkSeen", SyncControlServer.FeedParameter(feed: feed), as: SyncControlServer.FeedsResult.self).feeds
+    }
+
     /// Triggers loading the next older page.
     @discardableResult
     public func loadOlder(feed: String? = nil) async throws -> [String] {

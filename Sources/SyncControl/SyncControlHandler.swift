@@ -26,6 +26,9 @@ public protocol SyncControlHandler: Sendable {
     /// Retries failed loads of `feed` (or every feed) now, skipping the backoff wait.
     func retry(feed: String?) async throws -> [String]
 
+    /// Marks `feed` (or every feed) as seen: its new-items notice clears.
+    func markSeen(feed: String?) async throws -> [String]
+
     /// Stored items of `feed`, newest first, after the item with id `after`, as the store holds
     /// them: the server sends each payload's bytes as they are (after checking they are one
     /// JSON object) instead of decoding and encoding it again.

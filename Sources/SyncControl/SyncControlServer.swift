@@ -186,6 +186,7 @@ public final class SyncControlServer: Sendable, Service {
             ("Refresh", { try await handler.refresh(feed: $0) }),
             ("LoadOlder", { try await handler.loadOlder(feed: $0) }),
             ("Retry", { try await handler.retry(feed: $0) }),
+            ("MarkSeen", { try await handler.markSeen(feed: $0) }),
         ]
         for (member, action) in mutations {
             interface.method(member, parameters: FeedParameter.self) { parameters, request in

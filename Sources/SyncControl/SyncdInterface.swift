@@ -16,8 +16,8 @@ public enum SyncdInterface {
     #
     # Read-only methods (GetStatus, Watch, ListItems, GetMetrics) are open to every
     # local user.
-    # Refresh, LoadOlder and Retry change state and are allowed only for root and
-    # members of the configured control group; others get
+    # Refresh, LoadOlder, Retry and MarkSeen change state and are allowed only for
+    # root and members of the configured control group; others get
     # org.varlink.service.PermissionDenied. Times are RFC 3339 strings in UTC.
     interface io.syncd
 
@@ -223,6 +223,10 @@ public enum SyncdInterface {
 
     # Retries failed loads now, without waiting for the backoff.
     method Retry(feed: ?string) -> (feeds: []string)
+
+    # Marks the newest items seen: the feed's new_items notice (the count of items
+    # refreshes brought in since) starts again at zero. feeds: the feeds marked.
+    method MarkSeen(feed: ?string) -> (feeds: []string)
 
     # Stored items, newest first. after: the id of the last item of the previous page.
     # next is set when more items follow. limit: 1 to 500, default 50; anything

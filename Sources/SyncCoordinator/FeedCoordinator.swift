@@ -319,6 +319,10 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
     /// Permanent errors are retried too: a manual retry is the only way they are.
     public func retry() { apply(.retry) }
 
+    /// The user has seen the newest items: the new-items count (``FeedState/newItems``, the
+    /// presentation's notice) starts again at zero.
+    public func markSeen() { apply(.seen) }
+
     /// Applies a connectivity verdict for the feed's host.
     public func connectivityChanged(_ verdict: Verdict) {
         logger.debug("connectivity", metadata: ["verdict": "\(verdict)"])

@@ -163,6 +163,11 @@ public actor SyncCoordinator<C: Clock>: Service where C.Duration == Duration {
         for feed in targets(id) { await feed.retry() }
     }
 
+    /// Marks every feed, or one, as seen: its new-items count starts again at zero.
+    public func markSeen(feed id: String? = nil) async {
+        for feed in targets(id) { await feed.markSeen() }
+    }
+
     private func targets(_ id: String?) -> [FeedCoordinator<C>] {
         if let id { return feeds[id].map { [$0] } ?? [] }
         return order.compactMap { feeds[$0] }

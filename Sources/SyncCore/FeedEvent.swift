@@ -51,6 +51,8 @@ import ConnectivityPolicy
     case loadOlder
     /// Manual retry of what failed: the first load if it failed, otherwise older and newer.
     case retry
+    /// The user has seen the feed's newest items: the count of new ones starts again at zero.
+    case seen
     /// A fetched page was committed to the store.
     case committed(Direction, FetchToken, CommitOutcome)
     /// A request failed (fetching or committing).

@@ -40,7 +40,8 @@ import Foundation
     /// Set when the server's `next` led back to a page that added nothing, so backfill cannot
     /// spin on a cycle of links.
     private var backfillStalled = false
-    /// Items the latest refresh (newer load, over all its pages) brought in.
+    /// Items refreshes brought in since the user last looked (``FeedEvent/seen``): inserted by
+    /// newer loads and revalidations, never by the first load or backfill, never edits.
     private var newItems = 0
     /// Older cursors whose pages added nothing since the last page that did: meeting one again
     /// is a cycle.
@@ -246,6 +247,8 @@ import Foundation
             }
         case .periodicRefresh:
             if started && persisted.hasLoaded { request(.newer, manual: false) }
+        case .seen:
+            newItems = 0
         case .loadOlder:
             backfillStalled = false
             fruitlessCursors = []
@@ -325,8 +328,6 @@ import Foundation
             holdOff(direction)
             return
         }
-        // A new refresh: the count of new items restarts (later pages of the same refresh add to it).
-        if direction == .newer { newItems = 0 }
         begin(direction, manual: manual)
     }
 

@@ -85,7 +85,8 @@ public struct FeedState: Sendable, Hashable {
     public var connectivity: FeedConnectivity?
     /// When a page was last committed.
     public var lastSyncAt: Date?
-    /// Items the latest refresh brought in (0 until one does).
+    /// Items refreshes brought in since the user last looked (``FeedEvent/seen``): new items
+    /// only, not edits, not the first load or backfill.
     public var newItems: Int
     /// Newer items known to be missing still (page-numbered feeds); `nil` when none.
     public var gap: FeedGap?

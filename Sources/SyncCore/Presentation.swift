@@ -79,7 +79,8 @@ public struct Presentation: Sendable, Hashable {
     public var olderFooter: Footer?
     /// A failed newer load.
     public var newerNotice: Notice?
-    /// Items the latest refresh brought in, for a "↑ N new items" notice (0: none).
+    /// Items refreshes brought in since the user last looked, for a "↑ N new items" notice
+    /// (0: none); marking the feed seen clears it.
     public var newItems: Int
     /// A newer load runs (a pull-to-refresh indicator).
     public var isRefreshing: Bool

@@ -33,6 +33,12 @@ struct DaemonControlHandler: SyncControlHandler {
         return targets
     }
 
+    func markSeen(feed: String?) async throws -> [String] {
+        let targets = try resolve(feed)
+        await coordinator.markSeen(feed: feed)
+        return targets
+    }
+
     func loadOlder(feed: String?) async throws -> [String] {
         let targets = try resolve(feed)
         if let feed, let state = await coordinator.feed(feed)?.state, !state.hasLoaded {

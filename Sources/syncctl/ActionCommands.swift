@@ -40,6 +40,15 @@ struct OlderCommand: FeedActionCommand {
     func perform(_ client: SyncControlClient) async throws -> [String] { try await client.loadOlder(feed: feed) }
 }
 
+struct SeenCommand: FeedActionCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "seen", abstract: "Mark the newest items seen: the new-items notice clears (needs root or the control group).")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The feed; all feeds when omitted.") var feed: String?
+    var verb: String { "mark seen" }
+    func perform(_ client: SyncControlClient) async throws -> [String] { try await client.markSeen(feed: feed) }
+}
+
 struct RetryCommand: FeedActionCommand {
     static let configuration = CommandConfiguration(commandName: "retry", abstract: "Retry failed loads now (needs root or the control group).")
     @OptionGroup var global: GlobalOptions

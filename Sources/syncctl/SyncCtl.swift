@@ -13,7 +13,7 @@ struct SyncCtl: AsyncParsableCommand {
             need root or membership in syncd's control group.
             """,
         version: SyncdInterface.version,
-        subcommands: [StatusCommand.self, WatchCommand.self, RefreshCommand.self, OlderCommand.self, RetryCommand.self, ItemsCommand.self, MetricsCommand.self],
+        subcommands: [StatusCommand.self, WatchCommand.self, RefreshCommand.self, OlderCommand.self, RetryCommand.self, SeenCommand.self, ItemsCommand.self, MetricsCommand.self],
         defaultSubcommand: StatusCommand.self
     )
 }

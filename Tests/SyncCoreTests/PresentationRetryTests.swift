@@ -35,7 +35,7 @@ import Testing
         #expect(h.presentation.main == .content(itemCount: 1))
     }
 
-    @Test func refreshCountsTheNewItemsItBrought() {
+    @Test func refreshesCountTheNewItemsUntilTheUserLooks() {
         var h = Harness()
         h.send(.start)
         h.succeed(.initial, page(["9", "8"], older: "8", newer: "9"))
@@ -46,9 +46,20 @@ import Testing
         if h.inFlight[.newer] != nil { h.succeed(.newer, page([], older: nil, newer: nil)) }
         #expect(h.state.newItems == 2)
         #expect(h.presentation.newItems == 2)
+        // An edit (a stored item with other bytes) and a refresh with nothing new add nothing.
         h.send(.refresh)
-        #expect(h.state.newItems == 0, "a new refresh starts a new count")
-        h.succeed(.newer, page([], older: nil, newer: nil))
+        var edited = item("11")
+        edited.payload = Data(#"{"id":"11","title":"edited"}"#.utf8)
+        h.succeed(.newer, FeedPage(items: [edited, item("10")], olderCursor: nil, newerCursor: "11"))
+        if h.inFlight[.newer] != nil { h.succeed(.newer, page([], older: nil, newer: nil)) }
+        #expect(h.log.items.first?.payload == edited.payload)
+        #expect(h.presentation.newItems == 2, "not seen yet: the count stays; an edit is not new")
+        h.send(.refresh)
+        h.succeed(.newer, page(["12", "11"], older: nil, newer: "12"))
+        if h.inFlight[.newer] != nil { h.succeed(.newer, page([], older: nil, newer: nil)) }
+        #expect(h.presentation.newItems == 3, "new items of later refreshes add up until the user looks")
+        h.send(.seen)
+        #expect(h.state.newItems == 0)
         #expect(h.presentation.newItems == 0)
     }
 }

@@ -285,7 +285,8 @@ struct EndToEndTests {
         }
     }
 
-    /// A refresh that brings items shows them in the newer notice ("↑ 3 new items").
+    /// A refresh that brings items shows them in the newer notice ("↑ 3 new items"); the count
+    /// adds up over refreshes until `MarkSeen`.
     @Test func refreshShowsTheNewItemsNotice() async throws {
         try Privileges.requireRoot()
         let rig = try await Rig(initialItems: 50)
@@ -296,6 +297,13 @@ struct EndToEndTests {
             _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
             let status = try await rig.waitForStatus("the new items notice") { $0.feeds.first?.itemCount == 53 && $0.feeds.first?.newer.phase == .loaded }
             #expect(status.feeds.first?.presentation.newerNotice == .newItems(count: 3))
+            // Not seen yet: the next refresh's items add to the count.
+            try await Rig.admin(rig.topology, "POST", "/admin/feeds/demo/items?count=2")
+            _ = try await rig.client.bounded("Refresh") { try await $0.refresh(feed: "demo") }
+            _ = try await rig.waitForStatus("five new items") { $0.feeds.first?.presentation.newerNotice == .newItems(count: 5) }
+            // Seen: the notice goes.
+            #expect(try await rig.client.bounded("MarkSeen") { try await $0.markSeen(feed: "demo") } == ["demo"])
+            _ = try await rig.waitForStatus("the notice cleared") { $0.feeds.first?.presentation.newerNotice == nil }
         }
     }
 }

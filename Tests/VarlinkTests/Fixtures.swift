@@ -45,6 +45,10 @@ final class FakeHandler: SyncControlHandler {
         return try record("retry", feed)
     }
 
+    func markSeen(feed: String?) async throws -> [String] {
+        try record("seen", feed)
+    }
+
     func items(feed: String, limit: Int, after: String?) async throws -> StoredItemPage {
         if feed == "raw" { return StoredItemPage(items: Array(rawItems.prefix(limit)), next: nil) }
         guard feed == "home" else { throw SyncControlError.feedNotFound(feed) }

@@ -45,7 +45,7 @@ struct PermissionTests {
             let items = try await Self.callAsNobody(path, method: "io.syncd.ListItems", parameters: ["feed": "home"])
             #expect(items["error"] == nil)
 
-            for method in ["io.syncd.Refresh", "io.syncd.LoadOlder", "io.syncd.Retry"] {
+            for method in ["io.syncd.Refresh", "io.syncd.LoadOlder", "io.syncd.Retry", "io.syncd.MarkSeen"] {
                 let reply = try await Self.callAsNobody(path, method: method, parameters: ["feed": "home"])
                 #expect(reply["error"] as? String == "org.varlink.service.PermissionDenied", "\(method)")
             }

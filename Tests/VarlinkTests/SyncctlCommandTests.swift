@@ -100,6 +100,8 @@ struct SyncctlCommandTests {
             #expect(refresh.stdout == "Refresh: home\n")
             let retry = try await Self.syncctl(["retry", "--socket", path])
             #expect(retry.stdout == "Retry: home, work\n")
+            let seen = try await Self.syncctl(["seen", "home", "--socket", path])
+            #expect(seen.status == 0 && seen.stdout == "Mark seen: home\n")
             let older = try await Self.syncctl(["older", "fresh", "--socket", path])
             #expect(older.status == 1)
             #expect(older.stderr == "feed 'fresh' is not ready: first load has not succeeded\n")
@@ -109,7 +111,7 @@ struct SyncctlCommandTests {
             let json = try await Self.syncctl(["items", "home", "--after", "4", "--limit", "1", "--json=short", "--socket", path])
             #expect(try ControlJSON.makeDecoder().decode(ControlItemPage.self, from: Data(json.stdout.utf8)).items.map(\.id) == ["3"])
         }
-        #expect(handler.recordedCalls == ["refresh home", "retry *"])
+        #expect(handler.recordedCalls == ["refresh home", "retry *", "seen home"])
     }
 
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
