@@ -1,3 +1,4 @@
+import ConnectivityPolicy
 import Foundation
 import HTTPFeedSource
 import SyncCoordinator
@@ -94,10 +95,28 @@ struct RevalidationFeedTests {
                 try await waitFor(feed, "backfill to the end") { $0.endReached && !$0.older.load.isLoading }
                 var everStored = Set(try await store.items(feed: "f", offset: 0, limit: 100_000).map(\.id))
 
-                for round in 0..<4 {
-                    try await Self.change(server, &random, deleted: &deleted)
+                let online = Verdict.online(OnlinePath(link: "lo", linkIndex: 1, family: .ipv4, route: IPPrefix("127.0.0.0/8")!, gateway: nil))
+                await coordinator.connectivityChanged(online)
+                for round in 0..<6 {
+                    switch round % 3 {
+                    case 0:
+                        try await Self.change(server, &random, deleted: &deleted)
+                        await feed.refresh()
+                    case 1:
+                        // Changes while the refresh's walk runs; a second, quiet refresh then
+                        // confirms what the first could not.
+                        await feed.refresh()
+                        try await Self.change(server, &random, deleted: &deleted)
+                        try await waitFor(feed, "round \(round): the refresh") { !$0.newer.load.isLoading }
+                        await feed.refresh()
+                    default:
+                        // Changes while offline; coming back online refreshes.
+                        await coordinator.connectivityChanged(.offline(.noCarrier))
+                        try await waitFor(feed, "round \(round): offline") { $0.offline != nil }
+                        try await Self.change(server, &random, deleted: &deleted)
+                        await coordinator.connectivityChanged(online)
+                    }
                     let truth = try await server.items()
-                    await feed.refresh()
                     try await waitUntil("round \(round): the window equals the server after a revalidation") {
                         let state = await feed.state
                         guard !state.newer.load.isLoading else { return false }
