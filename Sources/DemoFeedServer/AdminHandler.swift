@@ -22,6 +22,20 @@ struct AdminHandler: Sendable {
                 return ok("{\"feed\":\(jsonString(name)),\"count\":\(total)}")
             }
         }
+        // Users deleting and editing posts: ids=a,b (the items below a deleted one move up).
+        for action in ["delete", "edit"] {
+            admin.post("feeds/:name/\(action)") { request, context in
+                try await guarded(context) {
+                    let name = try context.parameters.require("name")
+                    guard let list = request.uri.queryParameters["ids"], !list.isEmpty else {
+                        throw DemoFeedServerError.invalidArgument("missing ids=ID[,ID…]")
+                    }
+                    let ids = list.split(separator: ",").map(String.init)
+                    let changed = action == "delete" ? try await state.delete(feed: name, ids: ids) : try await state.edit(feed: name, ids: ids)
+                    return ok("{\"feed\":\(jsonString(name)),\"\(action == "delete" ? "deleted" : "edited")\":\(changed)}")
+                }
+            }
+        }
         admin.get("feeds/:name/requests") { _, context in
             try await guarded(context) {
                 let name = try context.parameters.require("name")

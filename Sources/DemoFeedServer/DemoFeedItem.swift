@@ -2,22 +2,27 @@ import Foundation
 
 /// One generated item of a demo feed: its id and the exact JSON object the server sends.
 ///
-/// Items are a pure function of (feed, sequence number), so a test can recompute any item and a
-/// restarted server serves the same bytes.
+/// Items are a pure function of (feed, sequence number, revision), so a test can recompute any
+/// item and a restarted server serves the same bytes; an edit makes the next revision.
 public struct DemoFeedItem: Sendable, Hashable {
     /// The item's id: its sequence number zero-padded, so string order equals numeric order.
     public let id: String
     /// The JSON object, exactly as written on the wire.
     public let json: String
+    /// The item's number in its feed (1 is the oldest ever made).
+    public let sequence: Int
+    /// How many times the item was edited.
+    public let revision: Int
 
     /// The JSON object's UTF-8 bytes, as a client stores them.
     public var jsonData: Data { Data(json.utf8) }
 
-    /// Builds item number `sequence` (1-based) of feed `feed`.
+    /// Builds item number `sequence` (1-based) of feed `feed`, edited `revision` times (an edited
+    /// item's text says so, and it carries `edited_at`).
     ///
     /// Every fifth item carries escapes and non-ASCII text and every item a nested object, so
     /// clients that re-encode instead of storing the bytes as received are caught by tests.
-    public static func generate(feed: String, sequence: Int, idWidth: Int, idField: String) -> DemoFeedItem {
+    public static func generate(feed: String, sequence: Int, idWidth: Int, idField: String, revision: Int = 0) -> DemoFeedItem {
         let id = zeroPadded(sequence, width: idWidth)
         let createdAt = iso8601(epochSeconds: 1_700_000_000 + Int64(sequence) * 37)
         let text: String
@@ -34,8 +39,12 @@ public struct DemoFeedItem: Sendable, Hashable {
         json += "\"text\":\(jsonString(text)),"
         json += "\"author\":{\"name\":\"user\(sequence % 17)\",\"tags\":[\"demo\",\"n\(sequence % 3)\"],\"bot\":\(sequence % 2 == 0)},"
         json += "\"reply_to\":null"
+        if revision > 0 {
+            json += ",\"edited_at\":\(jsonString(iso8601(epochSeconds: 1_800_000_000 + Int64(sequence) * 37 + Int64(revision))))"
+            json += ",\"revision\":\(revision)"
+        }
         json += "}"
-        return DemoFeedItem(id: id, json: json)
+        return DemoFeedItem(id: id, json: json, sequence: sequence, revision: revision)
     }
 
     /// Zero-pads a non-negative number; numbers wider than `width` keep all their digits.

@@ -174,6 +174,20 @@ public final class DemoFeedServer: Sendable {
         return try await state.append(feed: feed, count: count)
     }
 
+    /// Deletes the items with these ids from a feed, as a server whose users delete posts; the
+    /// items below move up. Returns how many the feed had.
+    @discardableResult
+    public func deleteItems(feed: String, ids: [String]) async throws(DemoFeedServerError) -> Int {
+        try await state.delete(feed: feed, ids: ids)
+    }
+
+    /// Edits the items with these ids in place (each becomes its next revision). Returns how many
+    /// the feed had.
+    @discardableResult
+    public func editItems(feed: String, ids: [String]) async throws(DemoFeedServerError) -> Int {
+        try await state.edit(feed: feed, ids: ids)
+    }
+
     /// A feed's items, oldest first, exactly as served.
     public func items(feed: String) async throws(DemoFeedServerError) -> [DemoFeedItem] {
         try await state.items(feed: feed)

@@ -78,6 +78,18 @@ actor FeedServerState {
         return feeds[feed]!.items.count
     }
 
+    /// Deletes the items of `feed` with these ids; returns how many it had.
+    func delete(feed: String, ids: [String]) throws(DemoFeedServerError) -> Int {
+        guard feeds[feed] != nil else { throw .unknownFeed(feed) }
+        return ids.count { feeds[feed]!.delete(id: $0) }
+    }
+
+    /// Edits the items of `feed` with these ids in place; returns how many it had.
+    func edit(feed: String, ids: [String]) throws(DemoFeedServerError) -> Int {
+        guard feeds[feed] != nil else { throw .unknownFeed(feed) }
+        return ids.count { feeds[feed]!.edit(id: $0) }
+    }
+
     /// Adds the items the clock owes each growing feed since the last tick.
     func tick(elapsedSeconds: Double) {
         for name in feedOrder {

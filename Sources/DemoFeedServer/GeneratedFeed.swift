@@ -5,6 +5,8 @@ struct GeneratedFeed: Sendable {
     private(set) var items: [DemoFeedItem] = []
     /// Fractional items owed by the clock, so slow rates still produce items.
     var pendingFraction: Double = 0
+    /// The next item's sequence number: never reused, so a deleted item's id never comes back.
+    private var nextSequence = 1
 
     init(definition: FeedDefinition) {
         self.definition = definition
@@ -16,9 +18,27 @@ struct GeneratedFeed: Sendable {
         items.reserveCapacity(items.count + count)
         for _ in 0..<count {
             items.append(.generate(
-                feed: definition.name, sequence: items.count + 1,
+                feed: definition.name, sequence: nextSequence,
                 idWidth: definition.idWidth, idField: definition.idField))
+            nextSequence += 1
         }
+    }
+
+    /// Removes the item with `id`; the items below it move up a place. Whether it was there.
+    mutating func delete(id: String) -> Bool {
+        guard let index = items.firstIndex(where: { $0.id == id }) else { return false }
+        items.remove(at: index)
+        return true
+    }
+
+    /// Replaces the item with `id` by its next revision, where it stands. Whether it was there.
+    mutating func edit(id: String) -> Bool {
+        guard let index = items.firstIndex(where: { $0.id == id }) else { return false }
+        let item = items[index]
+        items[index] = .generate(
+            feed: definition.name, sequence: item.sequence, idWidth: definition.idWidth, idField: definition.idField,
+            revision: item.revision + 1)
+        return true
     }
 
     /// One page: items newest first, and whether items older than the page's oldest exist.

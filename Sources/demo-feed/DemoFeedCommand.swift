@@ -13,6 +13,7 @@ struct DemoFeedCommand: AsyncParsableCommand {
             Feeds: GET /feeds/NAME (also /api/v1/timelines/NAME) with limit, max_id (older), \
             min_id (immediately newer), since_id, and fault=SPEC for one request.
             Admin (loopback peers only): GET /admin/feeds, POST /admin/feeds/NAME/items?count=N, \
+            POST /admin/feeds/NAME/delete?ids=A,B and /admin/feeds/NAME/edit?ids=A,B (in place), \
             GET /admin/feeds/NAME/requests, POST /admin/faults?fault=SPEC&count=N[&feed=NAME][&kind=initial|older|newer], \
             DELETE /admin/faults.
             Fault SPECs: status:CODE[:SECONDS|:date+SECONDS], latency:MS, stall, stall:body, malformed, \

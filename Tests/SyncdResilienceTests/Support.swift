@@ -41,6 +41,8 @@ struct FeedSetup: Sendable {
     var backfill = 100_000_000
     var timeout = "3s"
     var maxBodyBytes = 8 << 20
+    /// `revalidate` (a number of items, or `"all"` quoted), with `revalidate_interval`.
+    var revalidate: (window: String, interval: String)?
 }
 
 /// A temporary directory holding syncd's configuration, store, control socket and logs, and the
@@ -87,6 +89,9 @@ final class DaemonHarness: Sendable {
                 max_body_bytes = \(feed.maxBodyBytes)
 
                 """
+            if let revalidate = feed.revalidate {
+                toml += "revalidate = \(revalidate.window)\nrevalidate_interval = \"\(revalidate.interval)\"\n"
+            }
         }
         try toml.write(toFile: configPath, atomically: true, encoding: .utf8)
     }

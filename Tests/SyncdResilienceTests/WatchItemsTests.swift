@@ -7,9 +7,11 @@ import TestSupport
 
 extension SyncdResilienceTests {
     /// A client of `WatchItems`, written with Python's reference `varlink` module, follows a feed
-    /// while syncd backfills it, is SIGKILLed, restarts and syncs what arrived meanwhile. The
-    /// client reconnects from the last point it applied: replaying every change it printed into
-    /// a dictionary gives exactly the store, and it never gets a change twice (points only grow).
+    /// while syncd backfills it, is SIGKILLed, restarts and syncs what arrived meanwhile, while
+    /// the server's users delete and edit recent items (found by revalidation). The client
+    /// reconnects from the last point it applied: replaying every change it printed into a
+    /// dictionary gives exactly the store, it never gets a change twice (points only grow), and
+    /// the store equals the server.
     @Test(.timeLimit(.minutes(5)))
     func aFollowerOfWatchItemsMissesNothingThroughAKill() async throws {
         let seed = Seed.resolve("watch-items")
@@ -18,8 +20,20 @@ extension SyncdResilienceTests {
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "watch-items", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 20, refreshInterval: "300ms")]
+            feeds: [FeedSetup(
+                name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 20, refreshInterval: "300ms",
+                revalidate: (window: "200", interval: "300ms"))]
         )
+        var random = SplitMix64(seed: seed)
+        /// Deletes and edits a few of the newest 100 items, as the server's users would.
+        func change() async throws {
+            let newest = try await server.items(feed: feed).suffix(100).map(\.id)
+            var picked = Set<String>()
+            while picked.count < 6 { picked.insert(random.pick(newest)) }
+            let chosen = Array(picked).sorted()
+            try await server.deleteItems(feed: feed, ids: Array(chosen.prefix(3)))
+            try await server.editItems(feed: feed, ids: Array(chosen.suffix(3)))
+        }
         let script = harness.directory.file("follow.py"), changes = harness.directory.file("changes.jsonl")
         try Self.follower.write(toFile: script, atomically: true, encoding: .utf8)
 
@@ -32,14 +46,23 @@ extension SyncdResilienceTests {
             #expect(started, "the follower printed \(Self.lines(changes).count) changes\n\(follower.output)\n\(harness.diagnostics())")
             _ = await process.stop(signal: SIGKILL)
             _ = try await server.appendItems(feed: feed, count: 30)
+            try await change()
             process = try harness.start()
             _ = try await harness.waitUntilServing(process)
             _ = try await server.appendItems(feed: feed, count: 25)
+            try await change()
             let (synced, state) = await waitUntilSynced(harness, server: server, feeds: [feed], timeout: hangGuard * 4)
             #expect(synced, "syncd did not sync after the restart: \(state)\n\(harness.diagnostics())")
 
-            // The store, read beside syncd (WAL readers do not block it), and its head.
+            // The store, read beside syncd (WAL readers do not block it), and its head once a
+            // revalidation has brought the last edits.
             let store = try SQLiteFeedStore(path: harness.storePath, checkIntegrity: false)
+            let mirrored = await eventually(timeout: hangGuard) {
+                guard let stored = try? await store.items(feed: feed, offset: 0, limit: 100_000).map(\.payload),
+                      let served = try? await server.items(feed: feed) else { return false }
+                return stored == served.reversed().map(\.jsonData)
+            }
+            #expect(mirrored, "the store never equalled the server\n\(harness.diagnostics())")
             let head = try await store.changeHead()
             let caughtUp = await eventually(timeout: hangGuard) { Self.lines(changes).last?["point"] as? String == head.description }
             #expect(caughtUp, "the follower's last point \(Self.lines(changes).last?["point"] ?? "none") is not the store's head \(head)")
@@ -71,7 +94,10 @@ extension SyncdResilienceTests {
             let truth = Dictionary(uniqueKeysWithValues: try stored.map { ($0.id, try JSONSerialization.jsonObject(with: $0.payload) as! NSObject) })
             #expect(replayed.count == truth.count, "replayed \(replayed.count) items, the store holds \(truth.count)")
             #expect(replayed == truth, "the replayed feed differs from the store")
-            #expect(stored.count == (try await server.items(feed: feed)).count)
+            let served = try await server.items(feed: feed)
+            #expect(stored.map(\.id) == served.reversed().map(\.id), "the store's items are not the server's")
+            #expect(stored.map(\.payload) == served.reversed().map(\.jsonData), "edits did not all reach the store")
+            #expect(printed.contains { $0["kind"] as? String == "deleted" }, "no deletion reached the follower")
             let reconnects = printed.filter { $0["reconnected"] != nil }.count
             print("[watch-items] \(printed.count) changes printed, \(reconnects) reconnects, \(truth.count) items")
         } cleanup: {
