@@ -73,9 +73,16 @@ public func procFaults(pid: Int32) -> (minor: Int, major: Int) {
 /// returns the reply (without its NUL).
 @discardableResult
 func statusRoundTrip(socket path: String) throws -> String {
+    try varlinkCall(socket: path, #"{"method":"io.syncd.GetStatus"}"#)
+}
+
+/// One Varlink call (`message`, a JSON object) on a new connection to the Unix socket at `path`,
+/// waiting for the whole reply; returns the reply (without its NUL).
+@discardableResult
+public func varlinkCall(socket path: String, _ message: String) throws -> String {
     let fd = try connectUnix(path)
     defer { close(fd) }
-    let request = Array(#"{"method":"io.syncd.GetStatus"}"#.utf8) + [0]
+    let request = Array(message.utf8) + [0]
     guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
         throw SyncRigError("send: errno \(errno)")
     }
@@ -83,7 +90,7 @@ func statusRoundTrip(socket path: String) throws -> String {
     var buffer = [UInt8](repeating: 0, count: 65_536)
     while true {
         let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard count > 0 else { throw SyncRigError("GetStatus: no reply (errno \(errno))") }
+        guard count > 0 else { throw SyncRigError("\(message.prefix(40)): no reply (errno \(errno))") }
         reply.append(contentsOf: buffer[0..<count])
         if buffer[count - 1] == 0 { return String(decoding: reply.dropLast(), as: UTF8.self) }
     }

@@ -9,6 +9,8 @@ public final class ScrapeRig: Sendable {
     private let server: LineProcess
     private let syncd: LineProcess
     private let directory: String
+    /// The demo server's base URL (`http://127.0.0.1:PORT`), for its admin endpoints.
+    public let serverURL: String
 
     public var metricsSocket: String { "\(directory)/metrics.sock" }
     /// syncd's store.
@@ -21,9 +23,13 @@ public final class ScrapeRig: Sendable {
     /// so the wait sends syncd no request).
     /// With `perSecond`, the demo server adds that many items to each feed every second and
     /// syncd refreshes every `refresh`; the wait ends once the initial items are stored.
-    public init(feeds: Int, items: Int = 200, perSecond: Int = 0, refresh: String = "1h") async throws {
+    /// `feedKeys` are added to every `[[feed]]`; `name` keeps two rigs of one process apart.
+    public init(
+        feeds: Int, items: Int = 200, perSecond: Int = 0, refresh: String = "1h", pageSize: Int = 100,
+        feedKeys: String = "", name: String = "metrics-scrape"
+    ) async throws {
         self.feeds = feeds
-        let directory = NSTemporaryDirectory() + "metrics-scrape-\(getpid())"
+        let directory = NSTemporaryDirectory() + "\(name)-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         self.directory = directory
         let names = (1...feeds).map { "feed\($0)" }
@@ -33,6 +39,7 @@ public final class ScrapeRig: Sendable {
                 + names.flatMap { ["--feed", "\($0):\(items):\(perSecond)"] })
         let listening = try await LineReader(server, name: "demo-feed").next { $0.hasPrefix("listening on ") }
         let baseURL = String(listening.dropFirst("listening on ".count))
+        serverURL = baseURL
         var config = """
             [daemon]
             store = "\(directory)/syncd.sqlite"
@@ -49,9 +56,10 @@ public final class ScrapeRig: Sendable {
                 [[feed]]
                 name = "\(name)"
                 url = "\(baseURL)/feeds/\(name)"
-                page_size = 100
+                page_size = \(pageSize)
                 refresh_interval = "\(refresh)"
                 backfill = \(items)
+                \(feedKeys)
 
                 """
         }

@@ -1,0 +1,163 @@
+// What a revalidation costs against a plain refresh (issue 38), measured on two release syncd
+// daemons of the same run, each with one synced Mastodon-style demo feed of REVALIDATE_ITEMS
+// items (default 10,000) at REVALIDATE_PAGE_SIZE a page (default 40, Mastodon's largest):
+//
+// - plain: a refresh asks for what is newer than the newest stored item (nothing is);
+// - revalidating: `revalidate = 200` with an interval short enough that every refresh reads the
+//   newest 200 items again and compares them with the store (nothing changed either).
+//
+// Each is refreshed REVALIDATE_REFRESHES times (default 50) through the control socket, one at a
+// time (the next once the commit of the last is in the store). Per refresh: syncd's CPU (user +
+// system from /proc, so in clock ticks summed over the run), the requests the server received,
+// and the wall time from the call to the commit. The summary prints both and their ratios.
+
+import Benchmark
+import Foundation
+import Synchronization
+import BenchmarkSupport
+import SyncBenchmarkSupport
+import SyncStore
+
+let plainCPUMetric = BenchmarkMetric.custom("plain refresh CPU (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let revalidateCPUMetric = BenchmarkMetric.custom("revalidation CPU (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let plainRequestsMetric = BenchmarkMetric.custom("plain refresh requests", polarity: .prefersSmaller, useScalingFactor: false)
+let revalidateRequestsMetric = BenchmarkMetric.custom("revalidation requests", polarity: .prefersSmaller, useScalingFactor: false)
+let plainWallMetric = BenchmarkMetric.custom("plain refresh wall (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let revalidateWallMetric = BenchmarkMetric.custom("revalidation wall (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+
+/// Both daemons of the comparison.
+final class RevalidationRigs: Sendable {
+    let plain: ScrapeRig
+    let revalidating: ScrapeRig
+    init(plain: ScrapeRig, revalidating: ScrapeRig) {
+        self.plain = plain
+        self.revalidating = revalidating
+    }
+}
+
+let revalidationCost: @Sendable () -> Void = {
+    let environment = ProcessInfo.processInfo.environment
+    let items = Int(environment["REVALIDATE_ITEMS"] ?? "") ?? 10_000
+    let pageSize = Int(environment["REVALIDATE_PAGE_SIZE"] ?? "") ?? 40
+    let refreshes = Int(environment["REVALIDATE_REFRESHES"] ?? "") ?? 50
+    let holder = RigHolder<RevalidationRigs>("revalidation")
+    let summary = SummaryLines()
+    let metrics = [plainCPUMetric, revalidateCPUMetric, plainRequestsMetric, revalidateRequestsMetric, plainWallMetric, revalidateWallMetric]
+    Benchmark(
+        "revalidation of 200 items vs a plain refresh, \(items) items at \(pageSize) a page",
+        configuration: .init(
+            metrics: metrics,
+            timeUnits: .microseconds,
+            units: Dictionary(uniqueKeysWithValues: metrics.map { ($0, .count) }),
+            warmupIterations: 0,
+            maxDuration: .seconds(600),
+            maxIterations: 1,
+            setup: {
+                let plain = try await ScrapeRig(feeds: 1, items: items, pageSize: pageSize, name: "revalidation-plain")
+                let revalidating = try await ScrapeRig(
+                    feeds: 1, items: items, pageSize: pageSize, feedKeys: "revalidate = 200\nrevalidate_interval = \"1ms\"",
+                    name: "revalidation-on")
+                holder.rig.withLock { $0 = RevalidationRigs(plain: plain, revalidating: revalidating) }
+            },
+            teardown: {
+                summary.flush()
+                if let rigs = holder.rig.withLock({ $0 }) {
+                    rigs.plain.shutdown()
+                    rigs.revalidating.shutdown()
+                }
+                holder.rig.withLock { $0 = nil }
+            }
+        )
+    ) { benchmark in
+        do {
+            let rigs = try holder.current
+            // Interleaved, so a noisy moment of the machine falls on both.
+            var plain = RefreshCost(), revalidating = RefreshCost()
+            for _ in 0..<refreshes {
+                plain.add(try refreshOnce(rigs.plain))
+                revalidating.add(try refreshOnce(rigs.revalidating))
+            }
+            benchmark.measurement(plainCPUMetric, plain.cpuMicroseconds / refreshes)
+            benchmark.measurement(revalidateCPUMetric, revalidating.cpuMicroseconds / refreshes)
+            benchmark.measurement(plainRequestsMetric, plain.requests / refreshes)
+            benchmark.measurement(revalidateRequestsMetric, revalidating.requests / refreshes)
+            benchmark.measurement(plainWallMetric, plain.wallMicroseconds / refreshes)
+            benchmark.measurement(revalidateWallMetric, revalidating.wallMicroseconds / refreshes)
+            let cpuRatio = Double(revalidating.cpuMicroseconds) / Double(max(1, plain.cpuMicroseconds))
+            let wallRatio = Double(revalidating.wallMicroseconds) / Double(max(1, plain.wallMicroseconds))
+            summary.append(String(
+                format: "revalidation: per refresh, plain %d µs CPU, %.2f requests, %d µs wall; revalidating 200: %d µs CPU, %.2f requests, %d µs wall (CPU %.1f×, wall %.1f×)",
+                plain.cpuMicroseconds / refreshes, Double(plain.requests) / Double(refreshes), plain.wallMicroseconds / refreshes,
+                revalidating.cpuMicroseconds / refreshes, Double(revalidating.requests) / Double(refreshes),
+                revalidating.wallMicroseconds / refreshes, cpuRatio, wallRatio))
+        } catch {
+            benchmark.error("revalidation: \(error)")
+        }
+    }
+}
+
+/// What refreshes cost, summed.
+struct RefreshCost {
+    var cpuMicroseconds = 0
+    var requests = 0
+    var wallMicroseconds = 0
+
+    mutating func add(_ one: RefreshCost) {
+        cpuMicroseconds += one.cpuMicroseconds
+        requests += one.requests
+        wallMicroseconds += one.wallMicroseconds
+    }
+}
+
+/// One refresh of `rig`'s feed through the control socket, waited for until its commit is in the
+/// store (the feed's revision moves).
+func refreshOnce(_ rig: ScrapeRig) throws -> RefreshCost {
+    let store = try SQLiteFeedStore(path: rig.storePath)
+    let revision = try store.loadSynchronously(feed: "feed1").revision
+    let requestsBefore = try serverRequests(rig)
+    let cpuBefore = procCPUSeconds(pid: rig.syncdPID)
+    let start = ContinuousClock.now
+    try varlinkCall(socket: rig.controlSocket, #"{"method":"io.syncd.Refresh","parameters":{"feed":"feed1"}}"#)
+    let deadline = start + .seconds(30)
+    while try store.loadSynchronously(feed: "feed1").revision == revision {
+        guard ContinuousClock.now < deadline else { throw SyncRigError("the refresh was not committed within 30 s") }
+        usleep(200)
+    }
+    let wall = ContinuousClock.now - start
+    let cpu = procCPUSeconds(pid: rig.syncdPID) - cpuBefore
+    return RefreshCost(
+        cpuMicroseconds: Int(cpu * 1_000_000), requests: try serverRequests(rig) - requestsBefore,
+        wallMicroseconds: Int(wall.seconds * 1_000_000))
+}
+
+/// The requests the demo server has received for `feed1`, from its admin endpoint.
+func serverRequests(_ rig: ScrapeRig) throws -> Int {
+    guard let port = URL(string: rig.serverURL)?.port else { throw SyncRigError("no port in \(rig.serverURL)") }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw SyncRigError("socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw SyncRigError("connect to the demo server: errno \(errno)") }
+    let request = Array("GET /admin/feeds/feed1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+        throw SyncRigError("send: errno \(errno)")
+    }
+    var response: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 16_384)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count == 0 { break }
+        guard count > 0 else { throw SyncRigError("recv: errno \(errno)") }
+        response += buffer[..<count]
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    guard let body = text.range(of: "\r\n\r\n") else { throw SyncRigError("the demo server's answer: \(text.prefix(200))") }
+    struct Summary: Decodable { var requests: Int }
+    return try JSONDecoder().decode(Summary.self, from: Data(text[body.upperBound...].utf8)).requests
+}
