@@ -27,6 +27,8 @@ struct MastodonStyleServer: EditableFeedServer {
     let port: Int
 
     func url(limit: Int) -> URL { URL(string: "http://127.0.0.1:\(port)/api/v1/timelines/public?limit=\(limit)")! }
+    /// The same statuses in a body-cursor dialect (`{"feed": [...], "cursor": "…"}`, opaque).
+    func bodyCursorURL(limit: Int) -> URL { URL(string: "http://127.0.0.1:\(port)/xrpc/feed?limit=\(limit)")! }
 
     func add(_ count: Int) async throws { try await admin("add?count=\(count)") }
     func delete(id: String) async throws { try await delete(id: id, tombstone: false) }
@@ -79,12 +81,12 @@ struct RevalidationFeedTests {
         try await server.add(random.int(in: 0...3))
     }
 
-    func mirrorStaysTrue(_ server: some EditableFeedServer, url: URL, seed: UInt64) async throws {
+    func mirrorStaysTrue(_ server: some EditableFeedServer, url: URL, descriptor: FeedDescriptor = FeedDescriptor(), seed: UInt64) async throws {
         var random = SplitMix64(seed: seed)
         var deleted: Set<String> = []
         try await withFeedClient { client in
             try await withStore { store in
-                let http = HTTPFeedConfiguration(url: url, requestTimeout: hangGuard)
+                let http = HTTPFeedConfiguration(url: url, descriptor: descriptor, requestTimeout: hangGuard)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
                 let coordinator = SyncCoordinator(
                     store: store, configuration: Self.configuration(.items(Self.window)), clock: ContinuousClock(), logger: quietLogger)
@@ -152,6 +154,17 @@ struct RevalidationFeedTests {
         try await withGitHubStyleServer { server in
             try await server.add(70)
             try await mirrorStaysTrue(server, url: server.url(query: "per_page=7"), seed: seed)
+        }
+    }
+
+    @Test("an opaque body cursor (Bluesky-like): deletions and edits reach the mirror", arguments: [UInt64(1), 2])
+    func bodyCursor(seed: UInt64) async throws {
+        let directory = try TemporaryDirectory(prefix: "body-cursor")
+        try await withPythonOracle("mastodon_style.py", arguments: ["0", "70"], directory: directory) { port in
+            let server = MastodonStyleServer(port: port)
+            let descriptor = FeedDescriptor(
+                items: JSONPointer(tokens: ["feed"]), older: .bodyCursor(JSONPointer(tokens: ["cursor"]), parameter: "cursor"), newer: .head)
+            try await mirrorStaysTrue(server, url: server.bodyCursorURL(limit: 7), descriptor: descriptor, seed: seed)
         }
     }
 

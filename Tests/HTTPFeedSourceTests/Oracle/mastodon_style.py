@@ -5,13 +5,17 @@
 # Ids are numbers as strings, larger is newer (Mastodon's snowflakes compare the same way).
 # Written independently of syncd's own code: /admin/items is the truth a mirror is compared with.
 #
+# The same statuses are also served in a body-cursor dialect, as Bluesky pages its feeds:
+# GET /xrpc/feed?limit=&cursor= -> {"feed": [...], "cursor": "<opaque>"} newest first, the cursor
+# omitted on the last page; it encodes the last status's id, but a client cannot know that.
+#
 # Usage: mastodon_style.py PORT ITEMS
 # PORT 0 takes a free port and prints {"port": N} once listening on 127.0.0.1.
 # Control: /admin/add?count=K puts K new statuses at the top; /admin/delete?id=X removes one
 # (with &tombstone=1 it stays listed in its place as {"id": X, "deleted": true});
 # /admin/edit?id=X&text=T changes one's content and edited_at (its place does not change);
 # /admin/items -> [[id, payload], ...] newest first, tombstones left out; /admin/requests -> every timeline query.
-import json, os, signal, sys, threading
+import base64, json, os, signal, sys, threading
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl, urlencode
 
@@ -56,6 +60,8 @@ class Handler(BaseHTTPRequestHandler):
         query = dict(parse_qsl(url.query))
         if url.path.startswith("/admin/"):
             return self.admin(url.path, query)
+        if url.path == "/xrpc/feed":
+            return self.body_cursor(query)
         if url.path != "/api/v1/timelines/public":
             return self.send(404, b'{"error":"Record not found"}', [("Content-Type", "application/json")])
         try:
@@ -82,6 +88,21 @@ class Handler(BaseHTTPRequestHandler):
                      '<%s%s>; rel="prev"' % (base, urlencode(kept + [("min_id", str(chosen[0]))]))]
             headers.append(("Link", ", ".join(links)))
         self.send(200, body, headers)
+
+    def body_cursor(self, query):
+        try:
+            limit = max(1, min(100, int(query.get("limit", "20"))))
+            before = int(base64.urlsafe_b64decode(query["cursor"]).decode().split(":")[1]) if "cursor" in query else None
+        except (ValueError, IndexError):
+            return self.send(400, b'{"error":"InvalidRequest","message":"bad cursor"}')
+        with lock:
+            requests.append("xrpc " + urlsplit(self.path).query)
+            ids = [n for n in sorted(statuses, reverse=True) if before is None or n < before]
+            chosen, more = ids[:limit], len(ids) > limit
+            document = '{"feed":[' + ",".join(payload(statuses[n]) for n in chosen) + "]"
+        if more:
+            document += ',"cursor":"%s"' % base64.urlsafe_b64encode(("before:%d" % chosen[-1]).encode()).decode()
+        self.send(200, (document + "}").encode(), [("Content-Type", "application/json")])
 
     def admin(self, path, query):
         with lock:
