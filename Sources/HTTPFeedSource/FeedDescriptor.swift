@@ -1,6 +1,16 @@
 import Foundation
 import SyncCore
 
+/// Which end of a feed its first page holds.
+public enum FeedOrder: String, Sendable, Hashable, CaseIterable {
+    /// The newest items first, older pages after (most APIs).
+    case newestFirst = "newest_first"
+    /// The oldest items first, each next page newer (`?after=`, `direction=asc`): the first load
+    /// reads the oldest page and the newer walk reads the rest forward at once; a refresh reads
+    /// the last page again and goes on from it. The store keeps newest first either way.
+    case oldestFirst = "oldest_first"
+}
+
 /// How a feed marks an item deleted while it still lists it (a tombstone): the value at a pointer
 /// inside the item, such as `"deleted": true` or `"status": "deleted"`.
 public struct DeletionMark: Sendable, Hashable {
@@ -36,11 +46,14 @@ public struct FeedDescriptor: Sendable, Hashable {
     /// How an item the server still lists is marked deleted, if it marks them: such an item is
     /// removed from the store, not stored.
     public var deleted: DeletionMark?
+    /// Which end of the feed its first page holds.
+    public var order: FeedOrder
 
     /// A descriptor; every part defaults to the bare-array, `Link`-header reading.
     public init(
         items: JSONPointer? = nil, id: JSONPointer = JSONPointer(tokens: ["id"]), updated: JSONPointer? = nil,
-        older: OlderPages = .linkHeader, newer: NewerPages = .automatic, end: PageEnd = PageEnd(), deleted: DeletionMark? = nil
+        older: OlderPages = .linkHeader, newer: NewerPages = .automatic, end: PageEnd = PageEnd(), deleted: DeletionMark? = nil,
+        order: FeedOrder = .newestFirst
     ) {
         self.items = items
         self.id = id
@@ -49,6 +62,7 @@ public struct FeedDescriptor: Sendable, Hashable {
         self.newer = newer
         self.end = end
         self.deleted = deleted
+        self.order = order
     }
 
     /// Rejects a descriptor that cannot work, with the reason: an empty parameter or header
@@ -94,6 +108,9 @@ public struct FeedDescriptor: Sendable, Hashable {
             "id: \(id)" + (updated.map { ", updated: \($0)" } ?? ""),
         ]
         if let deleted { lines.append("deleted: an item whose \(deleted.pointer) is \(deleted.value.literal)") }
+        if order == .oldestFirst {
+            lines.append("order: oldest first; the next page is newer, read forward from the first load, then from the last page")
+        }
         switch older {
         case .linkHeader: lines.append("older pages: the Link header's rel=\"next\"")
         case .bodyURL(let pointer): lines.append("older pages: the URL at \(pointer)")

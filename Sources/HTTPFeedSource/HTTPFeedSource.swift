@@ -78,8 +78,22 @@ public struct HTTPFeedSource: FeedSource {
             for: configuration.url, tls: tls, maxBodyBytes: configuration.maxBodyBytes, requestTimeout: configuration.requestTimeout)
     }
 
+    /// Whether the descriptor says the feed lists its items oldest first (``FeedOrder/oldestFirst``).
+    public var listsOldestFirst: Bool { configuration.descriptor.order == .oldestFirst }
+
+    /// A page of a feed listed oldest first, fetched from `url`: its items newest first, nothing
+    /// older, and the page after it (or, at the newest, `url` itself, read again) as the newer
+    /// cursor. Never conditional: the next link can appear while the body stays the same.
+    private func forwardPage(_ url: URL) async throws -> FeedPage {
+        let response = try await fetch(url)
+        let next = cursors.older(response.answer)
+        return FeedPage(
+            items: response.items.reversed(), olderCursor: nil, newerCursor: next ?? url.absoluteString, deletedIDs: response.deletedIDs)
+    }
+
     /// The configured URL's page; its `next` link is the older cursor, and the newer one follows ``FeedPagination``.
     public func fetchInitial() async throws -> FeedPage {
+        if listsOldestFirst { return try await forwardPage(configuration.url) }
         // A page feed's refresh asks for this URL again: its validators make that a 304.
         let response = try await fetch(configuration.url, remember: true)
         let next = cursors.older(response.answer)
@@ -137,6 +151,9 @@ public struct HTTPFeedSource: FeedSource {
     }
 
     private func older(_ cursor: String, olderCursorKnown: (@Sendable (String?) -> Void)?) async throws -> FeedPage {
+        // Nothing is older than a forward feed's first page, which ends it at once: a coordinator
+        // never asks. Answered as an empty last page, before any request (so no cursor to tell).
+        if listsOldestFirst { return FeedPage(items: [], olderCursor: nil, newerCursor: nil) }
         // Told as the headers are read when a `Link` feed's header has a `next`; otherwise once
         // the body is read (a body cursor, or Atom and RSS, whose documents link the next page),
         // where ``executor`` promises. A callback of some kind keeps the request on the walk's
@@ -163,6 +180,7 @@ public struct HTTPFeedSource: FeedSource {
     /// The page at `cursor`, sent conditionally when it is a refresh, so a 304 is an empty page: caught up.
     public func fetchNewer(cursor: String) async throws -> FeedPage {
         let url = try cursorURL(cursor)
+        if listsOldestFirst { return try await forwardPage(url) }
         let response = try await fetch(url, conditional: isRefresh(url))
         if response.notModified {
             // The same answer as last time, whose items are stored: caught up, cursors kept.

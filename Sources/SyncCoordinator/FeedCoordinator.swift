@@ -213,6 +213,8 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
         logger[metadataKey: "feed"] = "\(feed)"
         self.logger = logger
         self.parentBroadcast = parent
+        var configuration = configuration
+        configuration.listsOldestFirst = configuration.listsOldestFirst || source.listsOldestFirst
         self.machine = FeedMachine(feed: feed, persisted: persisted, configuration: configuration, meteredUsage: meteredUsage)
         self.bytesCharged = source.bytesReceived
         self.published = machine.state

@@ -55,6 +55,9 @@ import Foundation
     private var backfillAwaitsRefresh = false
     /// A refresh was asked for while a newer load ran: another runs when that walk ends.
     private var refreshAgain = false
+    /// The newer walk started by the first load of a feed listed oldest first is still under
+    /// way: what it brings is the backlog, not new items for the user.
+    private var catchingUp = false
     /// When the last revalidation was committed; `nil` before the first of this run (a start
     /// revalidates, so what changed while stopped is found).
     private var lastRevalidation: Date?
@@ -449,6 +452,7 @@ import Foundation
     /// it ran goes out now, not after a backoff, and a backfill held for the refresh on start
     /// goes on.
     private mutating func newerWalkEnded() {
+        catchingUp = false
         if refreshAgain {
             refreshAgain = false
             request(.newer, manual: true)
@@ -497,7 +501,7 @@ import Foundation
 
         switch direction {
         case .newer:
-            newItems += outcome.inserted
+            if !catchingUp { newItems += outcome.inserted }
             newerChain += 1
             if let gap = persisted.gap {
                 // Page-numbered feed: keep walking down until the pages meet the stored items.
@@ -507,6 +511,12 @@ import Foundation
                     let message = "gap not closed: \(gap.items) new items loaded over \(gap.pages) pages without reaching "
                         + "the items stored before; newer items between them may still be missing (a refresh continues)"
                     lanes[.newer]?.load = .failed(LoadFailure(error: FeedError(.other, message), attempt: 1, nextRetryAt: nil))
+                }
+            } else if configuration.listsOldestFirst {
+                // Listed oldest first: each page leads to the next one up until the newest, whose
+                // own URL is the cursor again (read again by the next refresh).
+                if outcome.pageItemCount > 0, let next = persisted.newerCursor, !(requested.map { next.isExactly($0) } ?? false) {
+                    continueNewer(manual: walkIsManual)
                 }
             } else if outcome.pageItemCount > 0, outcome.inserted > 0, !outcome.overlapped, persisted.newerCursor != nil {
                 // min_id semantics: keep going while pages bring new items; an empty page, or one
@@ -528,7 +538,11 @@ import Foundation
                 lanes[.older]?.load = .failed(LoadFailure(error: FeedError(.other, message), attempt: 1, nextRetryAt: nil))
             }
         case .initial:
-            break
+            // Listed oldest first: the first page is the oldest, and the rest are newer.
+            if configuration.listsOldestFirst, persisted.newerCursor != nil {
+                catchingUp = true
+                continueNewer(manual: walkIsManual)
+            }
         }
         backfill()
     }

@@ -191,9 +191,17 @@ public protocol FeedSource: Sendable {
     /// line, headers and body before content decoding). Only grows; a coordinator charges what it
     /// grew by against the feed's ``SyncConfiguration/meteredBudget`` while the link is metered.
     var bytesReceived: Int64 { get }
+    /// The source's server lists items oldest first, and its pages are handed over as such
+    /// pages are: the first load is the oldest page, nothing is older, and newer pages, each the
+    /// one just after the last, are loaded at once after it until the newest
+    /// (``SyncConfiguration/listsOldestFirst``). Pages still carry their items newest first.
+    var listsOldestFirst: Bool { get }
 }
 
 extension FeedSource {
+    /// Newest first, as most feeds are.
+    public var listsOldestFirst: Bool { false }
+
     /// None: a coordinator of this source is an ordinary actor.
     public var executor: (any SerialExecutor)? { nil }
 

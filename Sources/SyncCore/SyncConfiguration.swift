@@ -47,6 +47,12 @@ public struct SyncConfiguration: Sendable, Hashable {
     public var revalidate: RevalidationWindow?
     /// The least time between two revalidations; refreshes in between read only what is new.
     public var revalidateInterval: Duration
+    /// The feed is listed oldest first (``FeedSource/listsOldestFirst``, which a coordinator sets
+    /// here from its source): after the first load, which is the oldest page, the newer walk
+    /// starts at once and goes on while each page leads to another, so the whole list is read
+    /// forward; a refresh goes on from the last page. Items it brings then are not counted as
+    /// new to the user until the first walk has reached the newest.
+    public var listsOldestFirst = false
 
     /// A configuration; negative values are raised to the smallest that makes sense.
     public init(

@@ -257,7 +257,7 @@ struct ConfigurationReader {
     static let descriptorKeys = [
         "dialect", "items", "id", "updated", "older", "next_url", "cursor", "cursor_param", "cursor_header",
         "last_id_param", "offset_param", "page_param", "first_page", "newer", "newer_param", "prev_url",
-        "has_more", "is_last", "total", "deleted", "deleted_value",
+        "has_more", "is_last", "total", "deleted", "deleted_value", "order",
     ]
 
     /// How a feed's pages are read: its dialect's descriptor, with what the keys set instead.
@@ -287,6 +287,12 @@ struct ConfigurationReader {
             descriptor.id = id
         }
         if let updated = try pointer("updated") { descriptor.updated = updated }
+        if let order = try string(t, "order") {
+            guard let chosen = FeedOrder(rawValue: order) else {
+                throw error(t, "order", "must be one of \(FeedOrder.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            descriptor.order = chosen
+        }
         if let deleted = try pointer("deleted") {
             guard !deleted.isRoot else { throw error(t, "deleted", "must point inside the item, e.g. \"/deleted\"") }
             var mark = DeletionMark(pointer: deleted)

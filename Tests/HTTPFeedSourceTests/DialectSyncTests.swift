@@ -49,6 +49,9 @@ struct DialectSyncTests {
         // Read without a dialect: found to be Atom and RSS by their bodies.
         Case(dialect: "atom", path: "/atom/current.xml", descriptor: FeedDescriptor()),
         Case(dialect: "rss", path: "/rss.xml", descriptor: FeedDialect.rss.descriptor),
+        // Listed oldest first: read forward from the first page, then on from the last one. Read
+        // as newest first it was stored reversed and items added later were never asked for.
+        Case(dialect: "ascending", path: "/ascending/items?limit=10", descriptor: FeedDescriptor(order: .oldestFirst)),
     ]
 
     static func configuration(backfill: Int) -> SyncConfiguration {

@@ -35,6 +35,33 @@ import Testing
         #expect(h.presentation.main == .content(itemCount: 1))
     }
 
+    /// A feed listed oldest first: its first page is the oldest, so the newer walk reads the rest
+    /// forward at once, while each page leads to another; that backlog is not "new items".
+    @Test func aFeedListedOldestFirstIsReadForwardAfterItsFirstPage() {
+        var configuration = SyncConfiguration(reconnectSpread: .zero)
+        configuration.listsOldestFirst = true
+        var h = Harness(configuration: configuration)
+        h.send(.start)
+        h.succeed(.initial, page(["2", "1"], older: nil, newer: "p2"))
+        #expect(h.state.endReached, "nothing is older than the first page")
+        #expect(h.fetched.map(\.direction) == [.newer] && h.fetched.first?.cursor == "p2", "the next page at once: \(h.fetched)")
+        h.succeed(.newer, page(["4", "3"], older: nil, newer: "p3"))
+        #expect(h.fetched.first?.cursor == "p3")
+        // The newest page: its own URL is the cursor again, and the walk ends.
+        h.succeed(.newer, page(["5"], older: nil, newer: "p3"))
+        #expect(h.fetched.isEmpty)
+        #expect(h.log.items.map(\.id) == ["5", "4", "3", "2", "1"])
+        #expect(h.presentation.newItems == 0, "the backlog read after the first page is not new to the user")
+        // A refresh reads the newest page again and goes on while pages lead further.
+        h.send(.refresh)
+        #expect(h.fetched.first?.cursor == "p3")
+        h.succeed(.newer, page(["6", "5"], older: nil, newer: "p4"))
+        h.succeed(.newer, page(["7"], older: nil, newer: "p4"))
+        #expect(h.fetched.isEmpty)
+        #expect(h.log.items.map(\.id) == ["7", "6", "5", "4", "3", "2", "1"])
+        #expect(h.presentation.newItems == 2)
+    }
+
     @Test func refreshesCountTheNewItemsUntilTheUserLooks() {
         var h = Harness()
         h.send(.start)

@@ -97,6 +97,12 @@ import Testing
         #expect(config.feeds[2].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["state", "gone"]), value: .number("1")))
     }
 
+    @Test func orderKey() throws {
+        let config = try DaemonConfiguration.parse("[[feed]]\nname = \"a\"\nurl = \"https://h.example/f\"\norder = \"oldest_first\"\n")
+        #expect(config.feeds[0].http.descriptor.order == .oldestFirst)
+        #expect(try DaemonConfiguration.parse("[[feed]]\nname = \"a\"\nurl = \"https://h.example/f\"\n").feeds[0].http.descriptor.order == .newestFirst)
+    }
+
     @Test func tlsFilesAreReadAtLoad() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("syncd-conf-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -121,6 +127,7 @@ import Testing
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ngap_pages = 0\n", 4, "feed[0].gap_pages", "between"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = 0\n", 4, "feed[0].revalidate", "a number of items"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ndeleted_value = true\n", 4, "feed[0].deleted_value", "needs deleted"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\norder = \"asc\"\n", 4, "feed[0].order", "newest_first, oldest_first"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ndeleted = \"\"\n", 4, "feed[0].deleted", "inside the item"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = \"some\"\n", 4, "feed[0].revalidate", "or \"all\""),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate_interval = \"5m\"\n", 4, "feed[0].revalidate_interval", "needs revalidate"),
