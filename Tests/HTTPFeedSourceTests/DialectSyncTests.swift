@@ -85,6 +85,40 @@ struct DialectSyncTests {
         #expect(stored == truth, "\(style.dialect), \(moment): stored \(stored.count) items, the server lists \(truth.count); first difference at \(Array(zip(stored, truth)).firstIndex { $0.0 != $0.1 } ?? min(stored.count, truth.count)); stored \(stored.prefix(12))…, server \(truth.prefix(12))…", sourceLocation: sourceLocation)
     }
 
+    /// More than a page arrives while a backfill is under way (paused at its depth, its cursor
+    /// in hand): the pages it goes on to read have shifted (positional cursors) or not (keysets),
+    /// and a refresh then brings the new items; the store equals the server throughout.
+    @Test("more than a page arrives while the backfill runs; the backfill goes on, then a refresh", arguments: cases)
+    func itemsArriveDuringTheBackfill(_ style: Case) async throws {
+        try await withDialectServer(items: 45) { server in
+            try await withFeedClient { client in
+                try await withStore { store in
+                    try await withFeed(style, server, store, client: client, backfill: 20) { feed in
+                        try await waitFor(feed, "\(style.dialect): the first 20 items") {
+                            $0.itemCount >= 20 && !$0.older.load.isLoading && !$0.initial.load.isLoading && !$0.newer.load.isLoading
+                        }
+                        _ = try await server.add(25)
+                        // The backfill goes on by hand from where it paused, page by page.
+                        for _ in 0..<60 {
+                            guard await !feed.state.endReached else { break }
+                            // Applied at once: the older lane shows the load until its page is in.
+                            await feed.loadOlder()
+                            try await waitFor(feed, "\(style.dialect): an older page") { !$0.older.load.isLoading }
+                            let older = await feed.state.older
+                            #expect(older.load.failure == nil, "\(style.dialect): \(older)")
+                        }
+                        #expect(await feed.state.endReached, "\(style.dialect): the backfill did not reach the end")
+                        await feed.refresh()
+                        try await waitFor(feed, "\(style.dialect): the refresh after the backfill") {
+                            $0.itemCount == 70 && !$0.newer.load.isLoading && $0.newer.load.failure == nil && $0.gap == nil
+                        }
+                        try await expectMirror(store, server, style, "after items arrived during the backfill")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("backfill cut short, resumed after more than a page arrived; refresh; offline; more", arguments: cases)
     func mirror(_ style: Case) async throws {
         try await withDialectServer(items: 45) { server in
