@@ -13,6 +13,8 @@ public struct DemoFeedItem: Sendable, Hashable {
     public let sequence: Int
     /// How many times the item was edited.
     public let revision: Int
+    /// When the item was made, RFC 3339 (its `created_at`).
+    public let createdAt: String
 
     /// The JSON object's UTF-8 bytes, as a client stores them.
     public var jsonData: Data { Data(json.utf8) }
@@ -44,7 +46,7 @@ public struct DemoFeedItem: Sendable, Hashable {
             json += ",\"revision\":\(revision)"
         }
         json += "}"
-        return DemoFeedItem(id: id, json: json, sequence: sequence, revision: revision)
+        return DemoFeedItem(id: id, json: json, sequence: sequence, revision: revision, createdAt: createdAt)
     }
 
     /// Zero-pads a non-negative number; numbers wider than `width` keep all their digits.

@@ -3,7 +3,9 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// Serves `GET /feeds/{name}`: a page of the feed, or the fault chosen for this request.
+/// Serves `GET /feeds/{name}`: a page of the feed, or the fault chosen for this request. With
+/// `format=envelope` the page is a JSON envelope with a body cursor, with `format=atom` an Atom
+/// document that links its next page (cursor feeds only); the `Link` header is the same.
 struct FeedHandler: Sendable {
     let state: FeedServerState
     let gate: StallGate
@@ -75,8 +77,13 @@ struct FeedHandler: Sendable {
             break
         }
 
+        let format = lookup["format"] ?? "json"
+        guard ["json", "envelope", "atom"].contains(format) else {
+            return Self.json(.badRequest, PageBody.error("format must be json, envelope or atom"))
+        }
         let page = await state.page(feed: name, query: query) ?? ([], false)
         var headers = HTTPFields()
+        var next: (url: String, cursor: String)?
         if definition.pagination == .page {
             if let link = await pageLinkHeader(feed: name, query: query, request: request, context: context, parameters: parameters) {
                 headers[Self.linkField] = link
@@ -90,7 +97,8 @@ struct FeedHandler: Sendable {
                 }
             }
         } else if let link = linkHeader(page: page, query: query, definition: definition, request: request, context: context, parameters: parameters) {
-            headers[Self.linkField] = link
+            headers[Self.linkField] = link.header
+            next = link.next
         }
         switch fault {
         case .truncated?:
@@ -111,7 +119,11 @@ struct FeedHandler: Sendable {
                 try? await channel.close()
             }
         default:
-            var body = PageBody.render(page.items)
+            var body: [UInt8] = switch format {
+            case "envelope": PageBody.envelope(page.items, next: next?.cursor)
+            case "atom": PageBody.atom(page.items, feed: name, next: next?.url)
+            default: PageBody.render(page.items)
+            }
             if options.gzip, Self.acceptsGzip(request) {
                 body = Gzip.encode(body)
                 headers[.contentEncoding] = "gzip"
@@ -120,7 +132,9 @@ struct FeedHandler: Sendable {
             if options.bodyDelayMilliseconds > 0 {
                 return Self.delayed(body, by: .milliseconds(options.bodyDelayMilliseconds), headers: headers)
             }
-            return Self.json(.ok, body, headers: headers)
+            var response = Self.json(.ok, body, headers: headers)
+            if format == "atom" { response.headers[.contentType] = "application/atom+xml; charset=utf-8" }
+            return response
         }
     }
 
@@ -129,7 +143,7 @@ struct FeedHandler: Sendable {
     private func linkHeader(
         page: (items: [DemoFeedItem], hasOlder: Bool), query: PageQuery, definition: FeedDefinition,
         request: Request, context: FeedRequestContext, parameters: [(key: String, value: String)]
-    ) -> String? {
+    ) -> (header: String, next: (url: String, cursor: String)?)? {
         guard let newest = page.items.first, let oldest = page.items.last else { return nil }
         let authority = request.head.authority ?? Self.authority(of: context.channel.localAddress)
         let cursorKeys: Set<String> = ["limit", "max_id", "min_id", "since_id", "fault"]
@@ -140,11 +154,13 @@ struct FeedHandler: Sendable {
             return "http://\(authority)\(request.uri.path)?\(encoded)"
         }
         var links: [String] = []
+        var next: (url: String, cursor: String)?
         if page.hasOlder || !definition.omitNextAtEnd {
-            links.append("<\(url("max_id", oldest.id))>; rel=\"next\"")
+            next = (url("max_id", oldest.id), oldest.id)
+            links.append("<\(next!.url)>; rel=\"next\"")
         }
         links.append("<\(url("min_id", newest.id))>; rel=\"prev\"")
-        return links.joined(separator: ", ")
+        return (links.joined(separator: ", "), next)
     }
 
     /// GitHub's links: `next` and `last` unless on the last page, `first` and `prev` unless on

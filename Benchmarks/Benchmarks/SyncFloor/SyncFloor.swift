@@ -5,7 +5,10 @@
 // same with its metrics endpoint and textfile on. Same server, same run, rotating order; the
 // summary gives syncd's time as a multiple of the floor's, with and without metrics.
 //
-// Knobs: SYNC_FLOOR_ITEMS (default 100000), SYNC_FLOOR_ITERATIONS (default 3).
+// Knobs: SYNC_FLOOR_ITEMS (default 100000), SYNC_FLOOR_ITERATIONS (default 3), SYNC_FLOOR_FORMAT
+// (json, the bare array; envelope, a JSON object with a body cursor that syncd follows; atom, an
+// Atom document whose links syncd follows). The floor client follows the `Link` header, which
+// the server sends alike in every format: both walk the same pages.
 
 import Benchmark
 import Foundation
@@ -23,9 +26,10 @@ let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
     let iterations = Int(environment["SYNC_FLOOR_ITERATIONS"] ?? "") ?? 3
     let items = Int(environment["SYNC_FLOOR_ITEMS"] ?? "") ?? 100_000
+    let format = environment["SYNC_FLOOR_FORMAT"] ?? "json"
     let results = ResultLog()
     Benchmark(
-        "Sync \(items) items: syncd vs the floor client",
+        "Sync \(items) items\(format == "json" ? "" : " (\(format))"): syncd vs the floor client",
         configuration: .init(
             metrics: [.wallClock, floorMetric, daemonMetric, multipleMetric, metricsMultipleMetric],
             timeUnits: .milliseconds,
@@ -34,7 +38,7 @@ let benchmarks: @Sendable () -> Void = {
             maxDuration: .seconds(3600),
             maxIterations: iterations,
             setup: {
-                let rig = try await ThroughputRig(items: items, pageSize: 100, python: false)
+                let rig = try await ThroughputRig(items: items, pageSize: 100, python: false, format: format)
                 holder.rig.withLock { $0 = rig }
             },
             teardown: {

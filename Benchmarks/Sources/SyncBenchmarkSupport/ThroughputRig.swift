@@ -24,6 +24,9 @@ public actor ThroughputRig {
 
     public let items: Int
     public let pageSize: Int
+    /// How the server writes its pages: `json` (a bare array), `envelope` (a JSON object with a
+    /// body cursor) or `atom`; the `Link` header, which the floor client follows, is the same.
+    public let format: String
     private let server: LineProcess
     private let baseURL: String
     private let directory: String
@@ -31,9 +34,10 @@ public actor ThroughputRig {
     public private(set) var pairs: [(syncd: Run, python: Run)] = []
 
     /// - Parameter python: whether the Python baseline will run (its `requests` is checked).
-    public init(items: Int = 100_000, pageSize: Int = 100, python: Bool = true) async throws {
+    public init(items: Int = 100_000, pageSize: Int = 100, python: Bool = true, format: String = "json") async throws {
         self.items = items
         self.pageSize = pageSize
+        self.format = format
         requestsVersion = python ? try Self.checkPythonRequests() : "not used"
         server = try LineProcess(
             executable: try HelperPaths.executable("demo-feed"),
@@ -116,7 +120,16 @@ public actor ThroughputRig {
         return (durations.prefix(slice).reduce(0, +), durations.suffix(slice).reduce(0, +), durations.reduce(0, +))
     }
 
-    private var feedURL: URL { URL(string: "\(baseURL)/feeds/bulk?limit=\(pageSize)")! }
+    private var feedURL: URL { URL(string: "\(baseURL)/feeds/bulk?\(formatQuery)limit=\(pageSize)")! }
+
+    /// `format=…&` for a format other than the bare array.
+    private var formatQuery: String { format == "json" ? "" : "format=\(format)&" }
+
+    /// The `[[feed]]` keys that read the format: the envelope's items and body cursor; Atom is
+    /// recognised by its body.
+    private var formatKeys: String {
+        format == "envelope" ? "items = \"/data\"\ncursor = \"/next_cursor\"\ncursor_param = \"max_id\"\nnewer = \"head\"\n" : ""
+    }
 
     /// The store under syncd's stack: the product's, or in memory to separate SQLite's share.
     public enum StoreKind: String, Sendable, CaseIterable {
@@ -195,11 +208,12 @@ public actor ThroughputRig {
 
             [[feed]]
             name = "bulk"
-            url = "\(baseURL)/feeds/bulk"
+            url = "\(baseURL)/feeds/bulk\(format == "json" ? "" : "?format=\(format)")"
             page_size = \(pageSize)
             refresh_interval = "1h"
             backfill = \(items)
-            """ + (metrics ? """
+
+            """ + formatKeys + (metrics ? """
 
             [metrics]
             listen = "\(directory)/metrics.sock"
