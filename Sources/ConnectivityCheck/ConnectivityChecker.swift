@@ -20,8 +20,16 @@ public struct ConnectivityCheckConfiguration: Sendable, Hashable {
     /// The whole check's time limit.
     public var timeout: Duration
 
+    /// How often the check runs while online unless configured.
+    public static let defaultInterval: Duration = .seconds(300)
+    /// The limit on one check unless configured.
+    public static let defaultTimeout: Duration = .seconds(10)
+
     /// A check of `url`; by default every 5 minutes, with 10 seconds to answer.
-    public init(url: URL, expectedStatus: Int? = nil, expectedBody: String? = nil, interval: Duration = .seconds(300), timeout: Duration = .seconds(10)) {
+    public init(
+        url: URL, expectedStatus: Int? = nil, expectedBody: String? = nil,
+        interval: Duration = Self.defaultInterval, timeout: Duration = Self.defaultTimeout
+    ) {
         self.url = url
         self.expectedStatus = expectedStatus
         self.expectedBody = expectedBody

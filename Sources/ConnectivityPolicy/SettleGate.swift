@@ -1,3 +1,9 @@
+/// How long online must hold before it is published, unless configured: long enough for a
+/// flapping link to settle, short enough that nobody waits for it. Every part that settles
+/// verdicts (the monitor's verdict streams, the per-host reachability, syncd's `[network]
+/// settle`) starts from this one value.
+public let defaultSettleDelay: Duration = .seconds(2)
+
 /// Decides when a new verdict is published: offline at once, online only after it has held
 /// for a settle period, so a flapping link yields one online rather than one per flap.
 ///

@@ -45,7 +45,7 @@ public enum ConnectivityMonitor {
     public static func verdicts<C: Clock<Duration>>(
         from monitor: NetlinkMonitor,
         for destination: Destination = .internet,
-        settle: Duration = .seconds(2),
+        settle: Duration = defaultSettleDelay,
         clock: C = ContinuousClock()
     ) -> AsyncStream<Verdict> {
         let (output, continuation) = AsyncStream<Verdict>.makeStream()

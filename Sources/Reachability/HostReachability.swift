@@ -40,7 +40,7 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
         public var maxProbeDelay: Duration
 
         /// The defaults: 2 s settle, 2 unanswered requests, probes from 1 s to 60 s apart.
-        public init(settle: Duration = .seconds(2), unansweredThreshold: Int = 2, probeDelay: Duration = .seconds(1), maxProbeDelay: Duration = .seconds(60)) {
+        public init(settle: Duration = defaultSettleDelay, unansweredThreshold: Int = 2, probeDelay: Duration = .seconds(1), maxProbeDelay: Duration = .seconds(60)) {
             self.settle = settle
             self.unansweredThreshold = max(1, unansweredThreshold)
             self.probeDelay = probeDelay

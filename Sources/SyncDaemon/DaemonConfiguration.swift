@@ -1,5 +1,10 @@
+import ConnectivityCheck
+import ConnectivityPolicy
 import Foundation
 import HTTPFeedSource
+import NameResolution
+import NetlinkMonitor
+import Reachability
 import LinkCost
 import Logging
 import SyncCore
@@ -82,22 +87,22 @@ public struct DaemonConfiguration: Sendable {
     /// The lowest level logged (`log_level`).
     public var logLevel: Logger.Level = .info
     /// How long online must hold before paused loads resume (`[network] settle`).
-    public var settle: Duration = .seconds(2)
+    public var settle: Duration = defaultSettleDelay
     /// Watch another network namespace (`[network] namespace`); `nil` watches syncd's own.
     public var networkNamespacePath: String?
     /// The netlink notification buffer in bytes (`[network] receive_buffer`).
-    public var receiveBufferSize: Int = 8 << 20
+    public var receiveBufferSize: Int = NetlinkMonitor.Configuration().receiveBufferSize
     /// Backoff for failed loads (`[retry]` base, multiplier, cap, max_attempts).
     public var retry: RetryPolicy = .default
     /// Random delay before feeds resume after a reconnect (`[retry] reconnect_spread`), so a
     /// fleet does not hit its servers at once.
-    public var reconnectSpread: Duration = .seconds(1)
+    public var reconnectSpread: Duration = SyncConfiguration.default.reconnectSpread
     /// Limit on establishing a TCP connection (`[retry] connect_timeout`).
-    public var connectTimeout: Duration = .seconds(10)
+    public var connectTimeout: Duration = HTTPFeedClient.Options().connectTimeout
     /// How often feed host names are re-resolved besides resolver file changes and reconnects.
-    public var resolveInterval: Duration = .seconds(300)
+    public var resolveInterval: Duration = NameResolver.Configuration().refreshInterval
     /// Requests in a row without an answer before a feed's server is marked unreachable.
-    public var unansweredThreshold: Int = 2
+    public var unansweredThreshold: Int = HostReachability<ContinuousClock>.Configuration().unansweredThreshold
     /// The captive-portal check, when configured.
     public var connectivityCheck: ConnectivityCheck?
     /// The `[[feed]]` tables, in file order.
@@ -120,9 +125,9 @@ public struct DaemonConfiguration: Sendable {
         /// The body must start with this.
         public var body: String?
         /// How often the check runs while online (`interval`); it also runs on every reconnect.
-        public var interval: Duration = .seconds(300)
+        public var interval: Duration = ConnectivityCheckConfiguration.defaultInterval
         /// Limit on one check (`timeout`).
-        public var timeout: Duration = .seconds(10)
+        public var timeout: Duration = ConnectivityCheckConfiguration.defaultTimeout
 
         /// A check of `url` with the default status, interval and timeout.
         public init(url: URL) {

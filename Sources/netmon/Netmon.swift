@@ -34,7 +34,7 @@ extension Netmon {
         @Option(help: "Destination addresses (default: the internet, i.e. a route to a public address).")
         var destination: [String] = []
         @Option(help: "Seconds an online verdict must hold before it is published.")
-        var settle: Double = 2
+        var settle: Double = Double(defaultSettleDelay.components.seconds)
 
         func run() async throws {
             let destination = try parseDestination(self.destination)
