@@ -85,6 +85,37 @@ public struct Limitation: Sendable, Hashable, Codable, CustomStringConvertible {
     public var description: String { "\(reason.rawValue): \(detail)" }
 }
 
+/// Why a host cannot be used: no usable path (offline), or a path with a failure above it
+/// (limited). The one typed reason that travels from the kernel's tables to the wire.
+public enum ConnectivityProblem: Sendable, Hashable, CustomStringConvertible {
+    /// No usable path.
+    case offline(OfflineReason)
+    /// A path, but something above it fails.
+    case limited(LimitedReason)
+
+    /// The machine-readable code: `no-carrier`, `no-route`, `dns-failed`, `portal`, ….
+    public var code: String {
+        switch self {
+        case .offline(let reason): reason.rawValue
+        case .limited(let reason): reason.rawValue
+        }
+    }
+
+    /// Whether a path exists (the limited rung).
+    public var isLimited: Bool {
+        if case .limited = self { return true }
+        return false
+    }
+
+    /// The reason in words, e.g. "no carrier".
+    public var description: String {
+        switch self {
+        case .offline(let reason): reason.description
+        case .limited(let reason): reason.description
+        }
+    }
+}
+
 /// What connectivity needs to reach.
 public enum Destination: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The internet at large: a route of either family to a public address (``internetProbes``).

@@ -41,27 +41,33 @@ public enum ControlOfflineReason: String, Sendable, Hashable, Codable, CustomStr
         }
     }
 
-    /// Maps a feed machine's code (`no-carrier`, `portal`, …); an unknown code is `.unknown`.
-    public init(code: String) {
-        self = ControlOfflineReason(rawValue: code.replacingOccurrences(of: "-", with: "_")) ?? .unknown
+    /// The wire form of either rung's reason.
+    public init(_ problem: ConnectivityProblem) {
+        switch problem {
+        case .offline(let reason): self.init(reason)
+        case .limited(let reason): self.init(reason)
+        }
+    }
+
+    /// The policy's reason this stands for; `nil` for ``unknown``.
+    public var problem: ConnectivityProblem? {
+        switch self {
+        case .noCarrier: .offline(.noCarrier)
+        case .noAddress: .offline(.noAddress)
+        case .noRoute: .offline(.noRoute)
+        case .blocked: .offline(.blocked)
+        case .dnsFailed: .limited(.dnsFailed)
+        case .portal: .limited(.portal)
+        case .serverUnreachable: .limited(.serverUnreachable)
+        case .unknown: nil
+        }
     }
 
     /// A reason of the limited rung.
     public var isLimited: Bool { self == .dnsFailed || self == .portal || self == .serverUnreachable }
 
-    /// The reason in words, e.g. "no carrier", as syncctl shows it.
-    public var description: String {
-        switch self {
-        case .noCarrier: "no carrier"
-        case .noAddress: "no address"
-        case .noRoute: "no route to host"
-        case .blocked: "blocked by a reject route or rule"
-        case .dnsFailed: "name resolution failed"
-        case .portal: "captive portal"
-        case .serverUnreachable: "server unreachable"
-        case .unknown: "not yet known"
-        }
-    }
+    /// The reason in words, e.g. "no carrier", as syncctl shows it: the policy's own words.
+    public var description: String { problem?.description ?? "not yet known" }
 
     /// How far from reachable: no carrier is the furthest, so it is named first.
     var severity: Int {

@@ -8,12 +8,9 @@ extension FeedEvent {
         case .online(let path):
             self = .online(link: path.link, family: path.family.rawValue, cost: path.cost)
         case .offline(let reason):
-            self = .offline(code: reason.rawValue, reason: reason.description)
+            self = .offline(reason)
         case .limited(let limitation):
-            self = .limited(
-                code: limitation.reason.rawValue, reason: limitation.reason.description, detail: limitation.detail,
-                link: limitation.path?.link, family: limitation.path?.family.rawValue
-            )
+            self = .limited(limitation.reason, detail: limitation.detail, link: limitation.path?.link, family: limitation.path?.family.rawValue)
         }
     }
 }

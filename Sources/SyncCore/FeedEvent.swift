@@ -66,13 +66,13 @@ import ConnectivityPolicy
     /// The feed's host is reachable, through `link` over `family` when the verdict names them,
     /// at the link's `cost`. Sent again when only the path or its cost changes.
     case online(link: String? = nil, family: String? = nil, cost: LinkCostAssessment = .unknown)
-    /// Connectivity to the feed's host is lost.
-    case offline(code: String, reason: String)
+    /// Connectivity to the feed's host is lost, for `reason`.
+    case offline(OfflineReason)
     /// The kernel routes the feed's host (through `link` over `family` when known), but something
     /// above the route fails: `code` (`dns-failed`, `portal`, `server-unreachable`), `reason` in
     /// words, and the evidence in `detail` (the name, the portal's URL, the server's failure).
-    /// Pauses the feed like ``offline(code:reason:)``: no request is sent, no retry is spent.
-    case limited(code: String, reason: String, detail: String, link: String? = nil, family: String? = nil)
+    /// Pauses the feed like ``offline(_:)``: no request is sent, no retry is spent.
+    case limited(LimitedReason, detail: String, link: String? = nil, family: String? = nil)
     /// What the feed received over metered links so far today (sent after each answer that
     /// added to it, and when a new day begins), for its ``SyncConfiguration/meteredBudget``.
     case meteredUsage(MeteredUsage)

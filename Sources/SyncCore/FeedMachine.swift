@@ -287,17 +287,14 @@ import Foundation
             connectivity = FeedConnectivity(.online(link: link, family: family, cost: cost), since: since)
             goOnline(random: &random)
             reconsiderHolds(random: &random)
-        case .offline(let code, let reason):
-            goOffline(OfflineBanner(since: now, code: code, reason: reason))
-            connectivity = FeedConnectivity(.offline(code: code, reason: reason), since: offline?.since ?? now)
-        case .limited(let code, let reason, let detail, let link, let family):
+        case .offline(let reason):
+            goOffline(OfflineBanner(since: now, problem: .offline(reason)))
+            connectivity = FeedConnectivity(.offline(reason), since: offline?.since ?? now)
+        case .limited(let reason, let detail, let link, let family):
             // Limited pauses like offline: requests to a host that cannot answer only spend
             // retries, and the evidence (a resolver, a portal, a probe) says when to resume.
-            goOffline(OfflineBanner(since: now, code: code, reason: reason, isLimited: true, detail: detail))
-            connectivity = FeedConnectivity(
-                .limited(code: code, reason: reason, detail: detail, link: link, family: family),
-                since: offline?.since ?? now
-            )
+            goOffline(OfflineBanner(since: now, problem: .limited(reason), detail: detail))
+            connectivity = FeedConnectivity(.limited(reason, detail: detail, link: link, family: family), since: offline?.since ?? now)
         case .meteredUsage(let usage):
             meteredUsage = usage
             reconsiderHolds(random: &random)

@@ -5,25 +5,25 @@ import Foundation
 public struct OfflineBanner: Sendable, Hashable {
     /// When connectivity was lost.
     public var since: Date
-    /// A machine-readable reason, e.g. `no-carrier`, `no-address`, `no-route`, or for a limited
-    /// feed `dns-failed`, `portal`, `server-unreachable`.
-    public var code: String
-    /// A human-readable reason, e.g. "no carrier".
-    public var reason: String
-    /// The host is routed but something above the route fails (``detail`` says what).
-    public var isLimited: Bool
+    /// Why: no usable path, or (limited) a path with a failure above it.
+    public var problem: ConnectivityProblem
     /// The evidence of a limited feed: the name that did not resolve, the portal's URL, the
     /// server's failure.
     public var detail: String?
 
-    /// A banner for connectivity lost at `since`, for `reason` (`code` for machines).
-    public init(since: Date, code: String, reason: String, isLimited: Bool = false, detail: String? = nil) {
+    /// A banner for connectivity lost at `since` for `problem`, with a limited feed's evidence.
+    public init(since: Date, problem: ConnectivityProblem, detail: String? = nil) {
         self.since = since
-        self.code = code
-        self.reason = reason
-        self.isLimited = isLimited
+        self.problem = problem
         self.detail = detail
     }
+
+    /// The machine-readable reason, e.g. `no-carrier`, or for a limited feed `dns-failed`.
+    public var code: String { problem.code }
+    /// The reason in words, e.g. "no carrier".
+    public var reason: String { problem.description }
+    /// The host is routed but something above the route fails (``detail`` says what).
+    public var isLimited: Bool { problem.isLimited }
 }
 
 /// Whether a feed's host is reachable, as the feed's own connectivity verdict last said.
@@ -36,12 +36,11 @@ public struct FeedConnectivity: Sendable, Hashable {
         /// Reachable through `link` (e.g. `eth0`) over `family` (`ipv4`, `ipv6`), when known, at
         /// the link's `cost`.
         case online(link: String?, family: String?, cost: LinkCostAssessment = .unknown)
-        /// Not reachable: a machine-readable `code` (`no-carrier`, `no-route`, …) and a `reason`
-        /// in words ("no carrier").
-        case offline(code: String, reason: String)
-        /// Routed (through `link` over `family` when known) but not usable: `code`
-        /// (`dns-failed`, `portal`, `server-unreachable`), `reason` in words, and the evidence.
-        case limited(code: String, reason: String, detail: String, link: String?, family: String?)
+        /// Not reachable, for `reason`.
+        case offline(OfflineReason)
+        /// Routed (through `link` over `family` when known) but not usable, for `reason`, with the
+        /// evidence in `detail`.
+        case limited(LimitedReason, detail: String, link: String?, family: String?)
     }
 
     /// Reachable or not.

@@ -33,9 +33,9 @@ enum StatusMapping {
         guard let banner else { return nil }
         if banner.isLimited {
             // The message says what the user can do: sign in, check the name, ask the server.
-            return ControlOfflineBanner(reason: ControlOfflineReason(code: banner.code), since: banner.since, detail: banner.detail)
+            return ControlOfflineBanner(reason: ControlOfflineReason(banner.problem), since: banner.since, detail: banner.detail)
         }
-        return ControlOfflineBanner(reason: ControlOfflineReason(code: banner.code), since: banner.since, message: banner.reason)
+        return ControlOfflineBanner(reason: ControlOfflineReason(banner.problem), since: banner.since, message: banner.reason)
     }
 
     static func presentation(_ state: FeedState, rows: [ControlRow], skeletonRows: Int) -> ControlPresentation {
@@ -93,11 +93,11 @@ enum StatusMapping {
                 link: link ?? "?", family: family.flatMap(AddressFamily.init(rawValue:)) ?? .ipv4, since: connectivity.since,
                 cost: cost.known
             )
-        case .offline(let code, _):
-            return .offline(reason: ControlOfflineReason(code: code), since: connectivity.since)
-        case .limited(let code, _, let detail, let link, let family):
+        case .offline(let reason):
+            return .offline(reason: ControlOfflineReason(reason), since: connectivity.since)
+        case .limited(let reason, let detail, let link, let family):
             return .limited(
-                reason: ControlOfflineReason(code: code), detail: detail, link: link,
+                reason: ControlOfflineReason(reason), detail: detail, link: link,
                 family: family.flatMap(AddressFamily.init(rawValue:)), since: connectivity.since
             )
         }

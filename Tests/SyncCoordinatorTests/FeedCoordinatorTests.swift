@@ -87,7 +87,7 @@ struct FeedCoordinatorTests {
         try await source.waitUntilCancelled(0)
         let state = await feed.state
         #expect(state.initial == DirectionState(load: .idle, paused: true))
-        #expect(state.offline == OfflineBanner(since: origin.addingTimeInterval(5), code: "no-carrier", reason: "no carrier"))
+        #expect(state.offline == OfflineBanner(since: origin.addingTimeInterval(5), problem: .offline(.noCarrier)))
         #expect(Presentation(state: state).main == .skeleton(rows: 8))
         await feed.refresh()
         await feed.retry()

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 @Suite struct FeedMachineConnectivityTests {
-    let offline = FeedEvent.offline(code: "no-route", reason: "no route to host")
+    let offline = FeedEvent.offline(.noRoute)
 
     @Test func goingOfflineCancelsInFlightRequestsAndPausesThemWithoutFailing() {
         var h = Harness()
@@ -17,7 +17,7 @@ import Testing
         #expect(h.state.older == DirectionState(load: .idle, paused: true))
         #expect(h.state.newer == DirectionState(load: .idle, paused: true))
         #expect(h.state.older.load.failure == nil)
-        #expect(h.state.offline == OfflineBanner(since: h.now, code: "no-route", reason: "no route to host"))
+        #expect(h.state.offline == OfflineBanner(since: h.now, problem: .offline(.noRoute)))
         #expect(h.state.isPaused)
     }
 
@@ -114,8 +114,8 @@ import Testing
         h.send(offline)
         let since = h.now
         h.advance(30)
-        h.send(.offline(code: "no-carrier", reason: "no carrier"))
-        #expect(h.state.offline == OfflineBanner(since: since, code: "no-carrier", reason: "no carrier"))
+        h.send(.offline(.noCarrier))
+        #expect(h.state.offline == OfflineBanner(since: since, problem: .offline(.noCarrier)))
         h.send(.online())
         #expect(h.state.offline == nil)
         h.send(.online())

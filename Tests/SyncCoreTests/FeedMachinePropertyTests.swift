@@ -101,7 +101,7 @@ private struct SimServer {
                 continue
             case 9:
                 offline = true
-                event = .offline(code: "no-carrier", reason: "no carrier")
+                event = .offline(.noCarrier)
             case 10:
                 offline = false
                 metered = rng.next() % 2 == 0

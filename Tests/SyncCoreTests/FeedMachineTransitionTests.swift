@@ -250,7 +250,7 @@ import Testing
         var h = Harness()
         h.send(.start)
         let first = h.inFlight[.initial]!
-        h.send(.offline(code: "no-carrier", reason: "no carrier"))
+        h.send(.offline(.noCarrier))
         h.send(.online())
         let second = h.inFlight[.initial]!
         #expect(first.token != second.token)

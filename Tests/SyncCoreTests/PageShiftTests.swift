@@ -152,7 +152,7 @@ import Testing
         h.send(.refresh)
         h.succeed(.newer, paged(["13", "12"], next: "p2"))
         #expect(h.fetched.map(\.cursor) == ["p2"])
-        h.send(.offline(code: "no-carrier", reason: "no carrier"))
+        h.send(.offline(.noCarrier))
         h.send(.online())
         #expect(h.fetched.map(\.cursor) == ["p2"], "reconnect goes on with the gap")
         h.succeed(.newer, paged(["11", "10"], next: "p3"))

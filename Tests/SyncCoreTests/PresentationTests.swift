@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct PresentationTests {
     let date = Date(timeIntervalSinceReferenceDate: 5000)
-    let banner = OfflineBanner(since: Date(timeIntervalSinceReferenceDate: 4000), code: "no-carrier", reason: "no carrier")
+    let banner = OfflineBanner(since: Date(timeIntervalSinceReferenceDate: 4000), problem: .offline(.noCarrier))
 
     func loaded(items: Int = 3, end: Bool = false) -> FeedState {
         FeedState(feed: "f", initial: .init(load: .loaded), hasLoaded: true, endReached: end, itemCount: items)
