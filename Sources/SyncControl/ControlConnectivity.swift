@@ -349,19 +349,41 @@ public struct ControlConnectivitySummary: Sendable, Hashable, Codable, CustomStr
         limited == 0 ? "offline" : limited == offline ? "limited" : "unreachable"
     }
 
-    /// `online via eth0`, `1 of 2 feeds offline (no route to host)`, `offline (no carrier)`,
-    /// `limited (captive portal)`.
-    public var description: String {
+    /// How a status line is written.
+    public enum LineStyle: Sendable {
+        /// A few words for a one-line status (`STATUS=`, the Varlink summary's text).
+        case compact
+        /// With the feed counts, for a table (`syncctl status`'s State row).
+        case counted
+    }
+
+    /// The one status line of the feeds' connectivity, in `style`; `paint` colours the state's
+    /// word (the identity for plain text).
+    ///
+    /// Compact: `online via eth0`, `1 of 2 feeds offline (no route to host)`, `offline (no
+    /// carrier)`. Counted: `online via eth0 (2 of 2 feeds reachable)`, `partial: 1 of 2 feeds
+    /// limited (captive portal)`, `offline: 2 of 2 feeds (no carrier)`.
+    public func line(_ style: LineStyle, paint: (String) -> String = { $0 }) -> String {
         let why = reasons.map(\.description).joined(separator: ", ")
-        switch state {
-        case .online:
-            return "online" + (link.map { " via \($0)" } ?? "")
-        case .offline, .limited:
-            return "\(state.rawValue) (\(why))"
-        case .partial:
-            return "\(offline) of \(feeds) feed\(feeds == 1 ? "" : "s") \(unreachableWord) (\(why))"
-        case .unknown:
-            return feeds == 0 ? "no feeds" : "not yet known"
+        let count = "\(feeds) feed\(feeds == 1 ? "" : "s")"
+        switch (state, style) {
+        case (.online, .compact):
+            return paint("online") + (link.map { " via \($0)" } ?? "")
+        case (.online, .counted):
+            return paint("online") + (link.map { " via \($0)" } ?? "") + " (\(feeds) of \(count) reachable)"
+        case (.offline, .compact), (.limited, .compact):
+            return paint(state.rawValue) + " (\(why))"
+        case (.offline, .counted), (.limited, .counted):
+            return paint(state.rawValue) + ": \(offline) of \(count) (\(why))"
+        case (.partial, .compact):
+            return "\(offline) of \(count) " + paint(unreachableWord) + " (\(why))"
+        case (.partial, .counted):
+            return paint("partial") + ": \(offline) of \(count) \(unreachableWord) (\(why))"
+        case (.unknown, _):
+            return paint(feeds == 0 ? "no feeds" : "not yet known")
         }
     }
+
+    /// The compact ``line(_:paint:)``.
+    public var description: String { line(.compact) }
 }

@@ -20,7 +20,7 @@ public enum StatusTable {
         case .unknown: .grey
         }
         lines.append("\(style.paint("●", color)) \(style.paint("syncd", .bold)) \(status.version)")
-        lines.append(row("State", describe(summary, style: style, color: color)))
+        lines.append(row("State", summary.line(.counted) { style.paint($0, color) }))
         if let store = status.store { lines.append(row("Store", style.paint(store.message, .red))) }
         if let since = summary.since { lines.append(row("Since", TimeFormatting.full(since, now: now, timeZone: timeZone))) }
         if let internet = status.internet { lines.append(row("Internet", internet.description)) }
@@ -69,22 +69,6 @@ public enum StatusTable {
             lines.append(row("Next retry", TimeFormatting.full(next, now: now, timeZone: timeZone)))
         }
         return lines
-    }
-
-    /// `online via eth0 (2 of 2 feeds reachable)`, `partial: 1 of 2 feeds offline (no route to host)`.
-    static func describe(_ summary: ControlConnectivitySummary, style: TerminalStyle, color: ANSI) -> String {
-        let feeds = "\(summary.feeds) feed\(summary.feeds == 1 ? "" : "s")"
-        let reasons = summary.reasons.map(\.description).joined(separator: ", ")
-        switch summary.state {
-        case .online:
-            return style.paint("online", color) + (summary.link.map { " via \($0)" } ?? "") + " (\(summary.feeds) of \(feeds) reachable)"
-        case .partial:
-            return style.paint("partial", color) + ": \(summary.offline) of \(feeds) \(summary.unreachableWord) (\(reasons))"
-        case .offline, .limited:
-            return style.paint(summary.state.rawValue, color) + ": \(summary.offline) of \(feeds) (\(reasons))"
-        case .unknown:
-            return style.paint(summary.description, color)
-        }
     }
 
     /// `failed (attempt 3): HTTP 503; next retry in 12s`, `loading (paused)`, `paused (metered link)`.
