@@ -126,7 +126,7 @@ public enum FleetSimulation {
         for _ in 0..<scenario.agents {
             var machine = FeedMachine(feed: "feed", persisted: persisted, configuration: configuration)
             var random = SeededRandomSource(seed: seeder.next())
-            _ = machine.handle(.offline(code: "no-carrier", reason: "no carrier"), now: date(-60_000_000_000), random: &random)
+            _ = machine.handle(.offline(.noCarrier), now: date(-60_000_000_000), random: &random)
             _ = machine.handle(.start, now: date(-60_000_000_000), random: &random)
             machines.append(machine)
             randoms.append(random)
