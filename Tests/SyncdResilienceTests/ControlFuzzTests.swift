@@ -30,10 +30,13 @@ extension SyncdResilienceTests {
         try await withCleanup {
             let process = try harness.start()
             _ = try await harness.waitUntilServing(process)
-            let loaded = await eventually(timeout: hangGuard * 2) {
-                ((try? await harness.status().feed(named: feed)?.itemCount) ?? 0) >= 300
+            do {
+                try await waitUntil("syncd loaded 300 items of the feed", timeout: hangGuard * 2, interval: .milliseconds(100)) {
+                    ((try? await harness.status().feed(named: feed)?.itemCount) ?? 0) >= 300
+                }
+            } catch {
+                Issue.record("\(error)\nsyncd did not load the feed before fuzzing\n\(harness.diagnostics())")
             }
-            #expect(loaded, "syncd did not load the feed before fuzzing\n\(harness.diagnostics())")
             bystander.start()
 
             // A Watch whose client never reads, open during everything below and at shutdown.
@@ -85,7 +88,8 @@ extension SyncdResilienceTests {
             // Those over the limit are closed by syncd right after it accepts them (they read
             // EOF), which a loaded machine may delay by seconds: wait until no more are open than
             // the slots that the 8 half-open connections and the stuck watcher leave.
-            _ = await eventually(timeout: hangGuard, every: .milliseconds(20)) {
+            // Not met in time: the expectations below say what was left open.
+            try? await waitUntil("syncd closed the connections over its limit", timeout: hangGuard, interval: .milliseconds(20)) {
                 flood.update()
                 return flood.open + 8 + 1 <= 64
             }
@@ -98,12 +102,16 @@ extension SyncdResilienceTests {
 
             // After: slots come back and the well-behaved client is served again.
             bystander.enter("recovering")
-            let recovered = await eventually(timeout: hangGuard, every: .milliseconds(50)) {
-                (try? await harness.status()) != nil
+            do {
+                try await waitUntil("the control socket answers GetStatus again", timeout: hangGuard, interval: .milliseconds(50)) {
+                    (try? await harness.status()) != nil
+                }
+            } catch {
+                Issue.record("\(error)\nthe control socket did not recover after the flood\n\(harness.diagnostics())")
             }
-            #expect(recovered, "the control socket did not recover after the flood\n\(harness.diagnostics())")
             bystander.enter("after")
-            _ = await eventually(timeout: hangGuard, every: .milliseconds(20)) {
+            // Not met in time: the expectations below say so, with the bystander's report.
+            try? await waitUntil("the well-behaved client is served after the flood", timeout: hangGuard, interval: .milliseconds(20)) {
                 bystander.report().successes["after", default: 0] > 0
             }
             try await bystander.finish()
@@ -118,10 +126,13 @@ extension SyncdResilienceTests {
 
             // Syncing went on: the feed (growing 2 items a second) is caught up again.
             let served = try await server.items(feed: feed).count
-            let caughtUp = await eventually(timeout: hangGuard * 2) {
-                ((try? await harness.status().feed(named: feed)?.itemCount) ?? 0) >= served
+            do {
+                try await waitUntil("syncd caught up with the server's \(served) items", timeout: hangGuard * 2, interval: .milliseconds(100)) {
+                    ((try? await harness.status().feed(named: feed)?.itemCount) ?? 0) >= served
+                }
+            } catch {
+                Issue.record("\(error)\nsyncd stopped syncing after the fuzzing (server has \(served) items)\n\(harness.diagnostics())")
             }
-            #expect(caughtUp, "syncd stopped syncing after the fuzzing (server has \(served) items)\n\(harness.diagnostics())")
             let client = harness.client
             let page = try await withHangGuard("ListItems from syncd") { try await client.items(feed: feed, limit: 3) }
             #expect(page.items.count == 3)

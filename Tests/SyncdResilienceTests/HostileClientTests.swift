@@ -32,10 +32,13 @@ extension SyncdResilienceTests {
             let process = try harness.start()
             _ = try await harness.waitUntilServing(process)
             chmod(harness.directory.file("run"), 0o755)
-            let loaded = await eventually(timeout: hangGuard * 2) {
-                ((try? await harness.status().feed(named: feed)?.itemCount) ?? 0) >= 200
+            do {
+                try await waitUntil("syncd loaded 200 items of the feed", timeout: hangGuard * 2, interval: .milliseconds(100)) {
+                    ((try? await harness.status().feed(named: feed)?.itemCount) ?? 0) >= 200
+                }
+            } catch {
+                Issue.record("\(error)\nsyncd did not load the feed\n\(harness.diagnostics())")
             }
-            #expect(loaded, "syncd did not load the feed\n\(harness.diagnostics())")
             // Settle, then the baseline: what syncd holds with nobody attacking.
             for _ in 0..<5 { _ = try await harness.status() }
             let baseline = try #require(Self.residentKiB(of: process.pid))

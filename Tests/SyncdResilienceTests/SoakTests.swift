@@ -47,7 +47,7 @@ extension SyncdResilienceTests {
             test: "soak", seed: seed,
             feeds: feeds.map { FeedSetup(name: $0.name, url: "http://127.0.0.1:\(port)/feeds/\($0.name)", pageSize: 20, refreshInterval: "300ms", timeout: "1500ms", maxBodyBytes: 65_536) },
             // Retries come fast, so a Retry-After ignored would show well inside its delay.
-            retry: "base = \"100ms\"\nmultiplier = 2\ncap = \"1s\"\nreconnect_spread = \"0s\""
+            retry: SyncdConfig.Retry(base: "100ms", cap: "1s", reconnectSpread: "0s", lines: ["multiplier = 2"])
         )
         let growthSeed = rng.next()
         let growth = BoundedTask {
@@ -195,8 +195,13 @@ extension SyncdResilienceTests {
         try await withCleanup {
             let process = try harness.start()
             _ = try await harness.waitUntilServing(process)
-            let stalled = await eventually(timeout: hangGuard, every: .milliseconds(20)) { await server.stalledRequestCount() > 0 }
-            #expect(stalled, "syncd never sent its first request\n\(harness.diagnostics())")
+            do {
+                try await waitUntil("syncd's first request is held by the stalling server", timeout: hangGuard, interval: .milliseconds(20)) {
+                    await server.stalledRequestCount() > 0
+                }
+            } catch {
+                Issue.record("\(error)\nsyncd never sent its first request\n\(harness.diagnostics())")
+            }
             let started = ContinuousClock.now
             let exitCode = await process.stop(signal: SIGTERM)
             let took = ContinuousClock.now - started

@@ -43,6 +43,14 @@ struct FeedSetup: Sendable {
     var maxBodyBytes = 8 << 20
     /// `revalidate` (a number of items, or `"all"` quoted), with `revalidate_interval`.
     var revalidate: (window: String, interval: String)?
+
+    /// The feed's `[[feed]]` entry.
+    var config: SyncdConfig.Feed {
+        SyncdConfig.Feed(
+            name: name, url: url, pageSize: pageSize, refreshInterval: refreshInterval, backfill: backfill,
+            timeout: timeout, maxBodyBytes: maxBodyBytes,
+            lines: revalidate.map { ["revalidate = \($0.window)", "revalidate_interval = \"\($0.interval)\""] } ?? [])
+    }
 }
 
 /// A temporary directory holding syncd's configuration, store, control socket and logs, and the
@@ -56,44 +64,24 @@ final class DaemonHarness: Sendable {
     let seed: UInt64
     private let runs = Mutex<[DaemonProcess]>([])
 
-    init(test: String, seed: UInt64, feeds: [FeedSetup], retry: String = "base = \"200ms\"\ncap = \"2s\"\nreconnect_spread = \"0s\"") throws {
+    init(
+        test: String, seed: UInt64, feeds: [FeedSetup],
+        retry: SyncdConfig.Retry = SyncdConfig.Retry(base: "200ms", cap: "2s", reconnectSpread: "0s")
+    ) throws {
         self.test = test
         self.seed = seed
         directory = try ScratchDirectory(prefix: "syncd-resilience")
         configPath = directory.file("syncd.toml")
         storePath = directory.file("state/syncd.sqlite")
         socketPath = directory.file("run/io.syncd")
-        var toml = """
-            [daemon]
-            store = "\(storePath)"
-            control_socket = "\(socketPath)"
-            log_level = "debug"
-
-            [network]
-            settle = "0s"
-
-            [retry]
-            \(retry)
-
-            """
-        for feed in feeds {
-            toml += """
-
-                [[feed]]
-                name = "\(feed.name)"
-                url = "\(feed.url)"
-                page_size = \(feed.pageSize)
-                refresh_interval = "\(feed.refreshInterval)"
-                backfill = \(feed.backfill)
-                timeout = "\(feed.timeout)"
-                max_body_bytes = \(feed.maxBodyBytes)
-
-                """
-            if let revalidate = feed.revalidate {
-                toml += "revalidate = \(revalidate.window)\nrevalidate_interval = \"\(revalidate.interval)\"\n"
-            }
-        }
-        try toml.write(toFile: configPath, atomically: true, encoding: .utf8)
+        try SyncdConfig(
+            store: storePath,
+            controlSocket: socketPath,
+            logLevel: "debug",
+            network: SyncdConfig.Network(settle: "0s"),
+            retry: retry,
+            feeds: feeds.map(\.config)
+        ).write(toFile: configPath)
     }
 
     var client: SyncControlClient { SyncControlClient(socketPath: socketPath) }
@@ -378,34 +366,29 @@ struct StoreSnapshot {
 
 // MARK: Waiting
 
-/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration, every interval: Duration = .milliseconds(100), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: interval)
-    }
-    return await condition()
-}
-
 /// Waits until syncd reports every feed fully synced: as many items as the server has, the end
 /// reached, and no direction loading or failed. `timeout` is a hang guard: pick it so that no
 /// loaded machine needs that long.
 func waitUntilSynced(_ harness: DaemonHarness, server: DemoFeedServer, feeds: [String], timeout: Duration) async -> (Bool, String) {
     var last = "no status"
-    let done = await eventually(timeout: timeout, every: .milliseconds(200)) {
-        guard let status = try? await harness.status() else { return false }
-        var ok = true
-        var lines: [String] = []
-        for name in feeds {
-            guard let feed = status.feed(named: name), let served = try? await server.items(feed: name) else { return false }
-            lines.append("\(name): \(feed.itemCount)/\(served.count) end \(feed.endReached) initial \(feed.initial.phase) older \(feed.older.phase) newer \(feed.newer.phase)")
-            if feed.itemCount != served.count || !feed.endReached || [feed.initial, feed.older, feed.newer].contains(where: { $0.phase == .failed || $0.phase == .loading }) {
-                ok = false
+    var done = true
+    do {
+        try await waitUntil("syncd reports \(feeds.joined(separator: ", ")) fully synced", timeout: timeout, interval: .milliseconds(200)) {
+            guard let status = try? await harness.status() else { return false }
+            var ok = true
+            var lines: [String] = []
+            for name in feeds {
+                guard let feed = status.feed(named: name), let served = try? await server.items(feed: name) else { return false }
+                lines.append("\(name): \(feed.itemCount)/\(served.count) end \(feed.endReached) initial \(feed.initial.phase) older \(feed.older.phase) newer \(feed.newer.phase)")
+                if feed.itemCount != served.count || !feed.endReached || [feed.initial, feed.older, feed.newer].contains(where: { $0.phase == .failed || $0.phase == .loading }) {
+                    ok = false
+                }
             }
+            last = lines.joined(separator: "; ")
+            return ok
         }
-        last = lines.joined(separator: "; ")
-        return ok
+    } catch {
+        done = false
     }
     return (done, last)
 }

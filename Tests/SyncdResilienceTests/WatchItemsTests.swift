@@ -42,8 +42,11 @@ extension SyncdResilienceTests {
             _ = try await harness.waitUntilServing(process)
             let follower = try ChildProcess(["/usr/bin/env", "python3", script, harness.socketPath, feed, changes], logPath: harness.directory.file("follower.log"))
             // Killed mid-backfill, once the follower has seen some of it.
-            let started = await eventually(timeout: hangGuard * 2) { Self.lines(changes).count >= 200 }
-            #expect(started, "the follower printed \(Self.lines(changes).count) changes\n\(follower.output)\n\(harness.diagnostics())")
+            do {
+                try await waitUntil("the follower printed 200 changes", timeout: hangGuard * 2, interval: .milliseconds(100)) { Self.lines(changes).count >= 200 }
+            } catch {
+                Issue.record("\(error)\nthe follower printed \(Self.lines(changes).count) changes\n\(follower.output)\n\(harness.diagnostics())")
+            }
             _ = await process.stop(signal: SIGKILL)
             _ = try await server.appendItems(feed: feed, count: 30)
             try await change()
@@ -57,15 +60,23 @@ extension SyncdResilienceTests {
             // The store, read beside syncd (WAL readers do not block it), and its head once a
             // revalidation has brought the last edits.
             let store = try SQLiteFeedStore(path: harness.storePath, checkIntegrity: false)
-            let mirrored = await eventually(timeout: hangGuard) {
-                guard let stored = try? await store.items(feed: feed, offset: 0, limit: 100_000).map(\.payload),
-                      let served = try? await server.items(feed: feed) else { return false }
-                return stored == served.reversed().map(\.jsonData)
+            do {
+                try await waitUntil("the store equals the server", timeout: hangGuard, interval: .milliseconds(100)) {
+                    guard let stored = try? await store.items(feed: feed, offset: 0, limit: 100_000).map(\.payload),
+                          let served = try? await server.items(feed: feed) else { return false }
+                    return stored == served.reversed().map(\.jsonData)
+                }
+            } catch {
+                Issue.record("\(error)\nthe store never equalled the server\n\(harness.diagnostics())")
             }
-            #expect(mirrored, "the store never equalled the server\n\(harness.diagnostics())")
             let head = try await store.changeHead()
-            let caughtUp = await eventually(timeout: hangGuard) { Self.lines(changes).last?["point"] as? String == head.description }
-            #expect(caughtUp, "the follower's last point \(Self.lines(changes).last?["point"] ?? "none") is not the store's head \(head)")
+            do {
+                try await waitUntil("the follower's last point is the store's head \(head)", timeout: hangGuard, interval: .milliseconds(100)) {
+                    Self.lines(changes).last?["point"] as? String == head.description
+                }
+            } catch {
+                Issue.record("\(error)\nthe follower's last point \(Self.lines(changes).last?["point"] ?? "none") is not the store's head \(head)")
+            }
             _ = await follower.stop()
             _ = await process.stop()
 

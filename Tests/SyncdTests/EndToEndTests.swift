@@ -68,35 +68,20 @@ struct EndToEndTests {
             let demo = [try BuildProducts.path("demo-feed"),
                         "--host", "0.0.0.0", "--port", "8080", "--feed", "demo:\(initialItems):0", "--limit", "50", "--log-level", "warning"]
             feedServer = try ChildProcess(["ip", "netns", "exec", topology.server.name] + (server ?? demo), logPath: directory.file("demo-feed.log"))
-            var config = """
-                [daemon]
-                store = "\(store ?? directory.file("syncd.sqlite"))"
-                control_socket = "\(directory.file("io.syncd"))"
-                log_level = "info"
-                \(daemonKeys)
-                [network]
-                settle = "500ms"
-                \(network)
-                [retry]
-                base = "200ms"
-                cap = "2s"
-                reconnect_spread = "0s"
-                connect_timeout = "2s"
-                \(tables)
-                """
-            for feed in feeds {
-                config += """
-
-                    [[feed]]
-                    name = "\(feed.name)"
-                    url = "http://\(feed.host):8080\(feedPath)"
-                    page_size = 50
-                    backfill = 100000
-                    timeout = "5s"
-                    \(feedKeys)
-                    """
-            }
-            try config.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
+            try SyncdConfig(
+                store: store ?? directory.file("syncd.sqlite"),
+                controlSocket: directory.file("io.syncd"),
+                logLevel: "info",
+                daemonLines: [daemonKeys],
+                network: SyncdConfig.Network(settle: "500ms", lines: [network]),
+                retry: SyncdConfig.Retry(base: "200ms", cap: "2s", reconnectSpread: "0s", connectTimeout: "2s"),
+                tables: [tables],
+                feeds: feeds.map { feed in
+                    SyncdConfig.Feed(
+                        name: feed.name, url: "http://\(feed.host):8080\(feedPath)", pageSize: 50, backfill: 100000, timeout: "5s",
+                        lines: [feedKeys])
+                }
+            ).write(toFile: directory.file("syncd.toml"))
             try await Self.waitForServer(topology)
             daemon = try ChildProcess(
                 ["ip", "netns", "exec", topology.client.name] + (environment.isEmpty ? [] : ["env"] + environment)

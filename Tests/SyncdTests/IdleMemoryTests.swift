@@ -87,18 +87,11 @@ import TestSupport
                 base = String(line.dropFirst("listening on ".count))
                 return true
             }
-            try """
-                [daemon]
-                store = "\(directory.file("syncd.sqlite"))"
-                control_socket = "\(directory.file("io.syncd"))"
-
-                [[feed]]
-                name = "idle"
-                url = "\(base)/feeds/idle"
-                page_size = 50
-                backfill = 500
-                refresh_interval = "1h"
-                """.write(toFile: directory.file("syncd.toml"), atomically: true, encoding: .utf8)
+            try SyncdConfig(
+                store: directory.file("syncd.sqlite"),
+                controlSocket: directory.file("io.syncd"),
+                feeds: [SyncdConfig.Feed(name: "idle", url: "\(base)/feeds/idle", pageSize: 50, refreshInterval: "1h", backfill: 500)]
+            ).write(toFile: directory.file("syncd.toml"))
             // A copy of its own: the kernel leaves pages that another process maps too, and other
             // tests run the built binary at the same time.
             let binary = try await BuildProducts.copy("syncd", to: directory.file("syncd"))

@@ -9,24 +9,13 @@ import TestSupport
 @Suite(.timeLimit(.minutes(3)))
 struct MetricsDaemonTests {
     static func configuration(_ directory: TemporaryDirectory, listen: String) -> String {
-        """
-        [daemon]
-        store = "\(directory.file("syncd.sqlite"))"
-        control_socket = "\(directory.file("io.syncd"))"
-
-        [metrics]
-        listen = "\(listen)"
-        textfile = "\(directory.file("syncd.prom"))"
-        textfile_interval = "1s"
-
-        [retry]
-        base = "100ms"
-        cap = "200ms"
-
-        [[feed]]
-        name = "home"
-        url = "http://127.0.0.1:9/feeds/home"
-        """
+        SyncdConfig(
+            store: directory.file("syncd.sqlite"),
+            controlSocket: directory.file("io.syncd"),
+            retry: SyncdConfig.Retry(base: "100ms", cap: "200ms"),
+            metrics: SyncdConfig.Metrics(listen: listen, textfile: directory.file("syncd.prom"), textfileInterval: "1s"),
+            feeds: [SyncdConfig.Feed(name: "home", url: "http://127.0.0.1:9/feeds/home")]
+        ).toml
     }
 
     /// Starts syncd under `sh -c 'umask 077; exec …'`.

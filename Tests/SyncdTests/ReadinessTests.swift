@@ -46,15 +46,12 @@ import TestSupport
     }
 
     static func configuration(in directory: TemporaryDirectory, store: String) -> String {
-        """
-        [daemon]
-        store = "\(directory.file(store))"
-        control_socket = "\(directory.file("io.syncd"))"
-        log_level = "debug"
-        [[feed]]
-        name = "home"
-        url = "http://127.0.0.1:9/feeds/home"
-        """
+        SyncdConfig(
+            store: directory.file(store),
+            controlSocket: directory.file("io.syncd"),
+            logLevel: "debug",
+            feeds: [SyncdConfig.Feed(name: "home", url: "http://127.0.0.1:9/feeds/home")]
+        ).toml
     }
 
     /// `GetStatus` from `daemon`, bounded; a failure names the moment and carries syncd's output.

@@ -12,14 +12,11 @@ struct StoreFaultDaemonTests {
     /// A configuration whose store is `store`; its feed's server refuses connections.
     static func configuration(store: String, in directory: TemporaryDirectory) throws -> String {
         let path = directory.file("syncd.toml")
-        try """
-            [daemon]
-            store = "\(store)"
-            control_socket = "\(directory.file("io.syncd"))"
-            [[feed]]
-            name = "home"
-            url = "http://127.0.0.1:9/feed"
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+        try SyncdConfig(
+            store: store,
+            controlSocket: directory.file("io.syncd"),
+            feeds: [SyncdConfig.Feed(name: "home", url: "http://127.0.0.1:9/feed")]
+        ).write(toFile: path)
         return path
     }
 
