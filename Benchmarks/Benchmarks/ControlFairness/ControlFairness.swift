@@ -307,7 +307,9 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
     let call = Array(#"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#.utf8) + [0]
     // Each connection a Watch first, as in the issue: calls behind a stream never run.
     let watch = Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0]
-    let sockets = try (0..<16).map { _ in
+    // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones.
+    let connections = Int(ProcessInfo.processInfo.environment["ATTACK_CONNECTIONS"] ?? "") ?? 16
+    let sockets = try (0..<connections).map { _ in
         let fd = try connectUnix(rig.controlSocket)
         _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
