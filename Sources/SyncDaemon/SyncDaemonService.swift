@@ -155,15 +155,18 @@ public struct SyncDaemonService: Service {
         let endpoint = configuration.metricsEndpoint.map { endpoint in
             MetricsEndpoint(configuration: endpoint, logger: self.logger) { await exposition.exposition($0) }
         }
+        // One internet verdict, judged once and fanned out: the status reporter shows it, and the
+        // follower re-resolves names and re-runs the check on reconnects.
+        let internet = Broadcast<Verdict>(bufferingNewest: 16)
+        let internetVerdicts = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock)
+        let internetChanges = internet.subscribe()
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
             sources: sources, staleAfter: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.staleAfter },
             budgets: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.sync.meteredBudget }, contentRows: contentRows,
-            connectivity: ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock),
+            connectivity: internet.subscribe(),
             clock: clock, logger: logger
         )
-        // A second view of the internet verdict: reconnects re-resolve names and re-run the check.
-        let internetChanges = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock)
         try prepareSocketDirectory()
 
         let hosts = reachabilities
@@ -173,6 +176,13 @@ public struct SyncDaemonService: Service {
             .init(service: monitor, serviceName: "netlink monitor"),
             .init(service: linkCosts, serviceName: "link costs"),
             .init(service: UntilShutdown { try await resolver.run() }, serviceName: "name resolver"),
+            .init(
+                service: UntilShutdown {
+                    for await verdict in internetVerdicts { internet.publish(verdict) }
+                    internet.finish()
+                },
+                serviceName: "internet verdict"
+            ),
         ]
         for (index, reachability) in hosts.enumerated() {
             parts.append(.init(service: UntilShutdown { await reachability.run() }, serviceName: "reachability \(index)"))
