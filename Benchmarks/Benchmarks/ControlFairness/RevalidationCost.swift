@@ -144,19 +144,7 @@ func serverRequests(_ rig: ScrapeRig) throws -> Int {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { throw SyncRigError("connect to the demo server: errno \(errno)") }
-    let request = Array("GET /admin/feeds/feed1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-        throw SyncRigError("send: errno \(errno)")
-    }
-    var response: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 16_384)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if count == 0 { break }
-        guard count > 0 else { throw SyncRigError("recv: errno \(errno)") }
-        response += buffer[..<count]
-    }
-    let text = String(decoding: response, as: UTF8.self)
+    let text = try closingExchange(fd, "GET /admin/feeds/feed1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     guard let body = text.range(of: "\r\n\r\n") else { throw SyncRigError("the demo server's answer: \(text.prefix(200))") }
     struct Summary: Decodable { var requests: Int }
     return try JSONDecoder().decode(Summary.self, from: Data(text[body.upperBound...].utf8)).requests

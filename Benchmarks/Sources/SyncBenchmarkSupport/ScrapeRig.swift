@@ -88,19 +88,7 @@ public final class ScrapeRig: Sendable {
     public func scrape() throws -> String {
         let fd = try connectUnix(metricsSocket)
         defer { close(fd) }
-        let request = Array("GET /metrics HTTP/1.1\r\nHost: syncd\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-            throw SyncRigError("send: errno \(errno)")
-        }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count == 0 { break }
-            guard count > 0 else { throw SyncRigError("recv: errno \(errno)") }
-            response += buffer[..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
+        let text = try closingExchange(fd, "GET /metrics HTTP/1.1\r\nHost: syncd\r\nConnection: close\r\n\r\n")
         guard text.hasPrefix("HTTP/1.1 200"), let body = text.range(of: "\r\n\r\n") else {
             throw SyncRigError("scrape: unexpected answer: \(text.prefix(200))")
         }
@@ -111,6 +99,24 @@ public final class ScrapeRig: Sendable {
     public func status() throws {
         try statusRoundTrip(socket: controlSocket)
     }
+}
+
+/// Sends `request` on the connected socket `fd` and reads the answer until the peer closes
+/// (`Connection: close`); the answer as text.
+public func closingExchange(_ fd: Int32, _ request: String) throws -> String {
+    let bytes = Array(request.utf8)
+    guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
+        throw SyncRigError("send: errno \(errno)")
+    }
+    var response: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count == 0 { break }
+        guard count > 0 else { throw SyncRigError("recv: errno \(errno)") }
+        response += buffer[..<count]
+    }
+    return String(decoding: response, as: UTF8.self)
 }
 
 /// A connected Unix stream socket (blocking, close-on-exec).
