@@ -169,14 +169,18 @@ func establishedLocalPorts(toPort port: Int) throws -> [Int] {
     let file = try #require(FileHandle(forReadingAtPath: "/proc/\(getpid())/net/tcp"))
     defer { try? file.close() }
     let table = String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
-    return table.split(separator: "\n").dropFirst().compactMap { line in
-        let fields = line.split(separator: " ")
+    let rows = table.split(separator: "\n").dropFirst().map { $0.split(separator: " ") }.filter { $0.count > 3 }
+    func portOf(_ address: Substring) -> Int? { address.split(separator: ":").last.flatMap { Int($0, radix: 16) } }
+    // The table holds both ends of every loopback connection. A server's end of a connection
+    // whose client happened to get `port` as its ephemeral port looks like a connection to
+    // `port` too; it is told apart by its own port, which a server listens on (state 0A) and a
+    // client's end never does.
+    let listening = Set(rows.filter { $0[3] == "0A" }.compactMap { portOf($0[1]) })
+    return rows.compactMap { fields in
         // The servers are on 127.0.0.1 (0100007F in the table's byte order): a connection of any
         // other process of the namespace to the same port elsewhere is not theirs.
-        guard fields.count > 3, fields[2].hasPrefix("0100007F:"),
-              let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
-              let ownPort = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
-              remotePort == port, fields[3] == "01"
+        guard fields[2].hasPrefix("0100007F:"), let remotePort = portOf(fields[2]), let ownPort = portOf(fields[1]),
+              remotePort == port, fields[3] == "01", !listening.contains(ownPort)
         else { return nil }
         return ownPort
     }
