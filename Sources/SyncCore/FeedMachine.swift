@@ -379,9 +379,11 @@ import Foundation
     }
 
     /// The window a new refresh revalidates now, if one is configured and due: never with a gap
-    /// open (it is loaded first) or with nothing stored.
+    /// open (it is loaded first), with nothing stored, or for a feed listed oldest first (whose
+    /// first page holds the oldest items, not the newest a walk from the head must start with).
     private var dueRevalidation: RevalidationWindow? {
-        guard let window = configuration.revalidate, persisted.itemCount > 0, persisted.gap == nil else { return nil }
+        guard let window = configuration.revalidate, !configuration.listsOldestFirst, persisted.itemCount > 0, persisted.gap == nil
+        else { return nil }
         if let last = lastRevalidation, now < last.adding(configuration.revalidateInterval) { return nil }
         return window
     }

@@ -43,7 +43,8 @@ public struct SyncConfiguration: Sendable, Hashable {
     public var meteredBudget: MeteredBudget?
     /// How much of the feed's newest part a refresh reads again, at most every
     /// ``revalidateInterval``, to find items the server edited or deleted; `nil` reads only what
-    /// is new. See ``RevalidationWalk`` and ``ReconcileRule``.
+    /// is new. See ``RevalidationWalk`` and ``ReconcileRule``. Not done for a feed listed oldest
+    /// first (``listsOldestFirst``): its head is its oldest page.
     public var revalidate: RevalidationWindow?
     /// The least time between two revalidations; refreshes in between read only what is new.
     public var revalidateInterval: Duration

@@ -236,6 +236,9 @@ struct ConfigurationReader {
                 throw error(t, "revalidate", "must be a number of items (1 to 1000000) or \"all\"")
             }
         }
+        if sync.revalidate != nil, http.descriptor.order == .oldestFirst {
+            throw error(t, "revalidate", "does not work with order = \"oldest_first\": a revalidation reads the newest items from the head, and this feed's head holds its oldest")
+        }
         if let v = try duration(t, "revalidate_interval") {
             guard sync.revalidate != nil else { throw error(t, "revalidate_interval", "needs revalidate (a number of items or \"all\")") }
             sync.revalidateInterval = v

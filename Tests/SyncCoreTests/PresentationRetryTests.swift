@@ -38,7 +38,8 @@ import Testing
     /// A feed listed oldest first: its first page is the oldest, so the newer walk reads the rest
     /// forward at once, while each page leads to another; that backlog is not "new items".
     @Test func aFeedListedOldestFirstIsReadForwardAfterItsFirstPage() {
-        var configuration = SyncConfiguration(reconnectSpread: .zero)
+        // Revalidation is configured but never runs: this feed's head is its oldest page.
+        var configuration = SyncConfiguration(reconnectSpread: .zero, revalidate: .items(10), revalidateInterval: .zero)
         configuration.listsOldestFirst = true
         var h = Harness(configuration: configuration)
         h.send(.start)
@@ -55,6 +56,7 @@ import Testing
         // A refresh reads the newest page again and goes on while pages lead further.
         h.send(.refresh)
         #expect(h.fetched.first?.cursor == "p3")
+        #expect(h.fetched.first?.revalidate == nil)
         h.succeed(.newer, page(["6", "5"], older: nil, newer: "p4"))
         h.succeed(.newer, page(["7"], older: nil, newer: "p4"))
         #expect(h.fetched.isEmpty)

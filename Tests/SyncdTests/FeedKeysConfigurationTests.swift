@@ -128,6 +128,7 @@ import Testing
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = 0\n", 4, "feed[0].revalidate", "a number of items"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ndeleted_value = true\n", 4, "feed[0].deleted_value", "needs deleted"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\norder = \"asc\"\n", 4, "feed[0].order", "newest_first, oldest_first"),
+        ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\norder = \"oldest_first\"\nrevalidate = 50\n", 5, "feed[0].revalidate", "oldest_first"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\ndeleted = \"\"\n", 4, "feed[0].deleted", "inside the item"),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate = \"some\"\n", 4, "feed[0].revalidate", "or \"all\""),
         ("[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\nrevalidate_interval = \"5m\"\n", 4, "feed[0].revalidate_interval", "needs revalidate"),
