@@ -100,6 +100,10 @@ struct Syncd: AsyncParsableCommand {
             for feed in configuration.feeds {
                 print("feed \(feed.name): \(feed.http.url.redactedForLog), dialect \(feed.dialect?.rawValue ?? "none (the keys' defaults)")")
                 for line in feed.http.descriptor.summary { print("  \(line)") }
+                if let window = feed.sync.revalidate {
+                    let part = if case .items(let count) = window { "the newest \(count) items" } else { "the whole feed" }
+                    print("  revalidation: \(part) read again at most every \(feed.sync.revalidateInterval)")
+                }
             }
             return
         }

@@ -132,6 +132,10 @@ import TestSupport
         try valid.write(toFile: path, atomically: true, encoding: .utf8)
         let output = try await runCommand([try BuildProducts.path("syncd"), "--config", path, "--check-config"])
         #expect(output.contains("configuration OK: 2 feed(s): home, issues"))
+        // Revalidation is told with the feed's reading.
+        try (valid + "\nrevalidate = 200\nrevalidate_interval = \"15m\"\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let revalidating = try await runCommand([try BuildProducts.path("syncd"), "--config", path, "--check-config"])
+        #expect(revalidating.contains("revalidation: the newest 200 items read again at most every 900.0 seconds"), "\(revalidating)")
     }
 }
 
