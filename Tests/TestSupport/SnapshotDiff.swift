@@ -22,6 +22,16 @@ public struct SnapshotDiff: CustomStringConvertible {
         list("links", monitor.links, kernel.links)
         list("addresses", monitor.addresses, kernel.addresses)
         list("routes", monitor.routes, kernel.routes)
+        // The kernel's answers for tracked addresses and the links' costs are compared too; a
+        // difference only there printed nothing before.
+        for address in Set(monitor.kernelRoutes.keys).union(kernel.kernelRoutes.keys).sorted(by: { "\($0)" < "\($1)" })
+        where monitor.kernelRoutes[address] != kernel.kernelRoutes[address] {
+            parts.append("lookup of \(address): monitor \(monitor.kernelRoutes[address].map { "\($0)" } ?? "none"), kernel \(kernel.kernelRoutes[address].map { "\($0)" } ?? "none")")
+        }
+        if monitor.linkCosts != kernel.linkCosts {
+            parts.append("link costs: monitor \(monitor.linkCosts), kernel \(kernel.linkCosts)")
+        }
+        if parts.isEmpty { parts.append("snapshots differ outside links, addresses, routes, lookups and costs") }
         return parts.joined(separator: "\n  ")
     }
 }
