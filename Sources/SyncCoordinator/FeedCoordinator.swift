@@ -478,8 +478,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
                 }
             } catch {
                 cancelPrefetch(from: direction)
-                logger.error("store commit failed", metadata: ["error": "\(error)"])
-                apply(.failed(direction, request.token, FeedError(.other, "store: \(error)")))
+                commitFailed(request, error)
                 return
             }
             guard let outcome = outcomes.first else {
@@ -559,8 +558,7 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             do {
                 outcome = try await store.revalidate(feed: feed, walk: result, at: time.now)
             } catch {
-                logger.error("store commit failed", metadata: ["error": "\(error)"])
-                apply(.failed(.newer, request.token, FeedError(.other, "store: \(error)")))
+                commitFailed(request, error)
                 return
             }
             logger.info("revalidated", metadata: [
@@ -569,6 +567,12 @@ public actor FeedCoordinator<C: Clock> where C.Duration == Duration {
             ])
             apply(.committed(.newer, request.token, outcome))
         }
+    }
+
+    /// A store that refused the answer to `request`: logged, and the load failed with the store's words.
+    private func commitFailed(_ request: FetchRequest, _ error: any Error) {
+        logger.error("store commit failed", metadata: ["error": "\(error)"])
+        apply(.failed(request.direction, request.token, FeedError(.other, "store: \(error)")))
     }
 
     /// Whether the machine still waits for this request's answer; an answer it no longer waits

@@ -155,13 +155,7 @@ public struct FeedLog: Sendable, Hashable {
         }
         let gone = Set(ReconcileRule.deletions(stored: items.map(\.id), walk: walk).map(ExactID.init))
         var outcome = CommitOutcome(feed: feed, pageItemCount: 0, inserted: 0)
-        for page in walk.pages {
-            let one = commit(page, direction: .newer, at: date)
-            outcome.pageItemCount += one.pageItemCount
-            outcome.inserted += one.inserted
-            outcome.updated += one.updated
-            outcome.deleted += one.deleted
-        }
+        for page in walk.pages { outcome.add(commit(page, direction: .newer, at: date)) }
         // The walk read down through the window: the refresh need not go on.
         outcome.overlapped = true
         if !gone.isEmpty {

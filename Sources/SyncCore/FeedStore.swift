@@ -89,6 +89,17 @@ public struct CommitOutcome: Sendable, Hashable {
         self.updated = updated
         self.deleted = deleted
     }
+
+    /// Adds the outcome of a later page committed with this one (a revalidation commits its
+    /// pages one after another): the counts add up, the feed is the later page's.
+    public mutating func add(_ later: CommitOutcome) {
+        feed = later.feed
+        pageItemCount += later.pageItemCount
+        inserted += later.inserted
+        updated += later.updated
+        deleted += later.deleted
+        overlapped = overlapped || later.overlapped
+    }
 }
 
 /// Durable storage of feeds, as the coordinator needs it.

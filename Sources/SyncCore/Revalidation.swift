@@ -120,9 +120,16 @@ public enum ReconcileRule {
 
     private struct ReadPage: Sendable {
         var request: Request
-        var ids: [String]
+        var items: [FeedItem]
         var keysetOlder: Bool
         var olderCursor: String?
+
+        var ids: [String] { items.map(\.id) }
+
+        /// Whether `page`, this page read again, holds the same ids in the same order.
+        func isSame(as page: FeedPage) -> Bool {
+            page.items.count == items.count && zip(page.items, items).allSatisfy { $0.id.isExactly($1.id) }
+        }
     }
 
     private enum Phase: Sendable {
@@ -141,7 +148,6 @@ public enum ReconcileRule {
     /// For each boundary (between page `i` and `i + 1`): whether the pages join, and whether that
     /// rests on a page read again (which the head check confirms).
     private var joins: [(joined: Bool, byReread: Bool)] = []
-    private var readPages: [[FeedItem]] = []
     private var itemIDs: Set<ExactID> = []
     private var lowestAnchor = -1
     private var requests = 0
@@ -173,16 +179,12 @@ public enum ReconcileRule {
         case .walking:
             return read(page)
         case .rereading(let index):
-            let again = page.items.map(\.id)
-            let same = again.count == pages[index - 1].ids.count && zip(again, pages[index - 1].ids).allSatisfy { $0.isExactly($1) }
+            let same = pages[index - 1].isSame(as: page)
             joins.append((same, same))
             phase = .walking
             return afterBoundary()
         case .checkingHead:
-            let again = page.items.map(\.id)
-            let head = pages[0].ids
-            let unchanged = again.count == head.count && zip(again, head).allSatisfy { $0.isExactly($1) }
-            if !unchanged {
+            if !pages[0].isSame(as: page) {
                 for index in joins.indices where joins[index].byReread { joins[index] = (false, false) }
             }
             return finish()
@@ -193,7 +195,6 @@ public enum ReconcileRule {
 
     private mutating func read(_ page: FeedPage) -> Step {
         let request: Request = pages.isEmpty ? .head : .older(pages[pages.count - 1].olderCursor ?? "")
-        let ids = page.items.map(\.id)
         if pages.isEmpty {
             newerCursor = page.newerCursor
             let perPage = max(1, page.items.count)
@@ -202,9 +203,8 @@ public enum ReconcileRule {
             case .all: (stored.count / perPage + 1) * 2 + 10
             }
         }
-        readPages.append(page.items)
         for item in page.items { itemIDs.insert(ExactID(item.id)) }
-        pages.append(ReadPage(request: request, ids: ids, keysetOlder: page.olderContinuesAfterLastItem, olderCursor: page.olderCursor))
+        pages.append(ReadPage(request: request, items: page.items, keysetOlder: page.olderContinuesAfterLastItem, olderCursor: page.olderCursor))
         if pages.count > 1 {
             let index = pages.count - 1
             if pages[index - 1].keysetOlder || !wouldRemoveAcross(index) {
@@ -278,9 +278,9 @@ public enum ReconcileRule {
         }
         var known = Set(position.keys)
         var commits: [FeedPage] = []
-        for (index, items) in readPages.enumerated() {
+        for (index, items) in pages.map(\.items).enumerated() {
             var page = items
-            if index > 0, let above = readPages[index - 1].last, !items.isEmpty, !items.contains(where: { known.contains(ExactID($0.id)) }) {
+            if index > 0, let above = pages[index - 1].items.last, !items.isEmpty, !items.contains(where: { known.contains(ExactID($0.id)) }) {
                 page.insert(above, at: 0)
             }
             for item in items { known.insert(ExactID(item.id)) }

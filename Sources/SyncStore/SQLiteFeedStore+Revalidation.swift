@@ -23,12 +23,7 @@ extension SQLiteFeedStore {
         let gone = try ReconcileRule.deletions(stored: storedIDs(db, feed: feed, walk: walk), walk: walk)
         var outcome = CommitOutcome(feed: current, pageItemCount: 0, inserted: 0)
         for page in walk.pages {
-            let one = try commit(db, feed: feed, direction: .newer, page: page, at: date, retention: retention, tombstoneLimit: tombstoneLimit, hook: hook)
-            outcome.feed = one.feed
-            outcome.pageItemCount += one.pageItemCount
-            outcome.inserted += one.inserted
-            outcome.updated += one.updated
-            outcome.deleted += one.deleted
+            outcome.add(try commit(db, feed: feed, direction: .newer, page: page, at: date, retention: retention, tombstoneLimit: tombstoneLimit, hook: hook))
         }
         // The walk read down through the window: the refresh need not go on.
         outcome.overlapped = true
