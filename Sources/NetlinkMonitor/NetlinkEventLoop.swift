@@ -159,6 +159,7 @@ final class NetlinkEventLoop {
         try setReceiveBuffer(nl_socket_get_fd(routeSocket), bytes: receiveBufferSize)
 
         var manager: OpaquePointer?
+        ProcessExitGate.arm()
         try check("allocate cache manager", nl_cache_mngr_alloc(eventSocket, NETLINK_ROUTE, 0, &manager))
         self.manager = manager
         try setReceiveBuffer(nl_socket_get_fd(eventSocket), bytes: receiveBufferSize)
@@ -188,7 +189,11 @@ final class NetlinkEventLoop {
 
     private func release() {
         // The manager owns its caches and the event socket.
-        if let manager { nl_cache_mngr_free(manager) } else if let eventSocket { nl_socket_free(eventSocket) }
+        if let manager {
+            ProcessExitGate.unlessExiting { nl_cache_mngr_free(manager) }
+        } else if let eventSocket {
+            nl_socket_free(eventSocket)
+        }
         if let syncSocket { nl_socket_free(syncSocket) }
         if let routeSocket { nl_socket_free(routeSocket) }
         manager = nil
