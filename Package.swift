@@ -142,6 +142,7 @@ let package = Package(
                 "ConnectivityPolicy",
                 "CThread",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         /// Checks above the route: an HTTP connectivity check (captive portals, as NetworkManager's)
@@ -164,6 +165,7 @@ let package = Package(
             dependencies: [
                 "ConnectivityPolicy", "NetlinkMonitor", "NameResolution",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         /// Measurement tools: a raw netlink listener and in-process link changes, for latency probes.

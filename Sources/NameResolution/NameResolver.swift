@@ -2,6 +2,7 @@ import CThread
 import ConnectivityPolicy
 import Foundation
 import Logging
+import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
@@ -54,7 +55,7 @@ public enum Resolution: Sendable, Hashable, CustomStringConvertible {
 ///
 /// The thread sleeps in poll(2) on an inotify descriptor and a wake pipe; its only timeout is the
 /// next periodic round, so an idle resolver costs one wake-up per refresh interval.
-public final class NameResolver: Sendable {
+public final class NameResolver: Sendable, Service {
     /// When names are resolved again.
     public struct Configuration: Sendable {
         /// How often every name is resolved again, besides file changes and requests.
@@ -184,11 +185,16 @@ public final class NameResolver: Sendable {
     /// The kernel's id of the resolver's thread, once it started: tests check it ends.
     package var threadID: Int32? { state.withLock { $0.threadID } }
 
-    /// Follows the names until the task is cancelled; then every stream finishes.
+    /// Follows the names until graceful shutdown or cancellation; then every stream finishes.
     ///
-    /// The work runs on a thread named `syncd-resolver`; cancelling wakes it through its pipe
-    /// and waits for it to end without blocking a cooperative thread.
+    /// The work runs on a thread named `syncd-resolver`; shutdown wakes it through its pipe and
+    /// waits for it to end without blocking a cooperative thread. Throws only when the pipe that
+    /// wakes the thread cannot be made.
     public func run() async throws {
+        try await cancelWhenGracefulShutdown { try await self.follow() }
+    }
+
+    private func follow() async throws {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw ResolutionFailure(host: "", code: EAI_SYSTEM, message: String(cString: strerror(errno))) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }

@@ -2,6 +2,7 @@ import ConnectivityPolicy
 import Logging
 import NameResolution
 import NetlinkMonitor
+import ServiceLifecycle
 import Synchronization
 
 /// One feed host's place on the connectivity ladder: offline (the kernel has no usable path),
@@ -22,7 +23,7 @@ import Synchronization
 /// async let following: Void = reachability.run()
 /// for await verdict in reachability.verdicts() { print(verdict) }
 /// ```
-public final class HostReachability<C: Clock<Duration>>: Sendable {
+public final class HostReachability<C: Clock<Duration>>: Sendable, Service {
     /// Connects to the server at one of its addresses; `true` when it answered at all (a
     /// connection, or a refusal: the host is there).
     public typealias Probe = @Sendable (IPAddress) async -> Bool
@@ -155,9 +156,13 @@ public final class HostReachability<C: Clock<Duration>>: Sendable {
         return output
     }
 
-    /// Follows the host name and probes the server while it is marked unreachable, until the
-    /// task is cancelled.
+    /// Follows the host name and probes the server while it is marked unreachable, until
+    /// graceful shutdown or cancellation.
     public func run() async {
+        await cancelWhenGracefulShutdown { await self.follow() }
+    }
+
+    private func follow() async {
         await withTaskGroup(of: Void.self) { group in
             if case .host(let name) = destination, let resolver {
                 group.addTask {

@@ -122,7 +122,17 @@ public actor SyncCoordinator<C: Clock>: Service where C.Duration == Duration {
     /// Runs the coordinator as a service: starts every feed, and stops them on graceful shutdown
     /// or cancellation.
     public func run() async throws {
+        try await run(whenStarted: {})
+    }
+
+    /// Runs the coordinator as a service, as ``run()`` does, and calls `whenStarted` once every
+    /// feed has started (before the coordinator waits for shutdown): a daemon reports itself
+    /// ready there.
+    ///
+    /// - Throws: ``SyncCoordinatorError/stopped`` when the coordinator was stopped before.
+    public func run(whenStarted: @Sendable () async -> Void) async throws {
         try await start()
+        await whenStarted()
         // Suspends until shutdown is requested; either way, the feeds stop below.
         try? await gracefulShutdown()
         await stop()

@@ -64,13 +64,8 @@ public struct SyncDaemonService: Service {
             logger.critical("cannot watch the network", metadata: ["error": "\(error)"])
             throw error
         }
-        let store: SQLiteFeedStore
-        do {
-            store = try await opened
-        } catch {
-            await monitor.stop()
-            throw error
-        }
+        // A failure before the group runs releases the monitor, whose thread then ends on its own.
+        let store = try await opened
 
         let client = HTTPFeedClient(options: .init(connectTimeout: configuration.connectTimeout, idleTimeout: configuration.idleConnectionTimeout))
         let checker = configuration.connectivityCheck.map { check in
@@ -79,17 +74,18 @@ public struct SyncDaemonService: Service {
                 logger: logger
             )
         }
+        // Shared clients, not parts: their connections close once every part has stopped.
+        func closeClients() async {
+            try? await client.shutdown()
+            try? await checker?.shutdown()
+        }
         do {
             try await runParts(store: store, monitor: monitor, client: client, checker: checker)
         } catch {
-            await monitor.stop()
-            try? await client.shutdown()
-            try? await checker?.shutdown()
+            await closeClients()
             throw error
         }
-        await monitor.stop()
-        try? await client.shutdown()
-        try? await checker?.shutdown()
+        await closeClients()
     }
 
     private func runParts(store: SQLiteFeedStore, monitor: NetlinkMonitor, client: HTTPFeedClient, checker: ConnectivityChecker?) async throws {
@@ -157,52 +153,40 @@ public struct SyncDaemonService: Service {
         }
         // One internet verdict, judged once and fanned out: the status reporter shows it, and the
         // follower re-resolves names and re-runs the check on reconnects.
-        let internet = Broadcast<Verdict>(bufferingNewest: 16)
-        let internetVerdicts = ConnectivityMonitor.verdicts(from: monitor, for: .internet, settle: configuration.settle, clock: clock)
-        let internetChanges = internet.subscribe()
+        let internet = InternetVerdicts(monitor: monitor, settle: configuration.settle, clock: clock)
+        let follower = InternetFollower(
+            changes: internet.broadcast.subscribe(), resolver: resolver, checker: checker, reachabilities: reachabilities, clock: clock, logger: logger)
         let reporter = StatusReporter(
             coordinator: coordinator, store: store, broadcaster: broadcaster, notifier: notifier,
             sources: sources, staleAfter: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.staleAfter },
             budgets: configuration.feeds.reduce(into: [:]) { $0[$1.name] = $1.sync.meteredBudget }, contentRows: contentRows,
-            connectivity: internet.subscribe(),
+            connectivity: internet.broadcast.subscribe(),
             clock: clock, logger: logger
         )
         try prepareSocketDirectory()
 
-        let hosts = reachabilities
-        let logger = self.logger
-        let socketPath = configuration.controlSocketPath
         var parts: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: monitor, serviceName: "netlink monitor"),
             .init(service: linkCosts, serviceName: "link costs"),
-            .init(service: UntilShutdown { try await resolver.run() }, serviceName: "name resolver"),
-            .init(
-                service: UntilShutdown {
-                    for await verdict in internetVerdicts { internet.publish(verdict) }
-                    internet.finish()
-                },
-                serviceName: "internet verdict"
-            ),
+            .init(service: resolver, serviceName: "name resolver"),
+            .init(service: internet, serviceName: "internet verdict"),
         ]
-        for (index, reachability) in hosts.enumerated() {
-            parts.append(.init(service: UntilShutdown { await reachability.run() }, serviceName: "reachability \(index)"))
+        for (index, reachability) in reachabilities.enumerated() {
+            parts.append(.init(service: reachability, serviceName: "reachability \(index)"))
         }
         parts += [
+            .init(service: follower, serviceName: "internet follower"),
             .init(
-                service: UntilShutdown { await self.followInternet(internetChanges, resolver: resolver, checker: checker, reachabilities: hosts) },
-                serviceName: "internet follower"
-            ),
-            .init(
-                service: Self.reportingFailure("control socket failed", metadata: ["socket": "\(socketPath)"], logger: logger) { try await server.run() },
+                service: ReportingFailure(
+                    base: server, message: "control socket failed", metadata: ["socket": "\(configuration.controlSocketPath)"], logger: logger),
                 serviceName: "control server"
             ),
             .init(service: reporter, serviceName: "status reporter"),
             .init(
-                service: ClosureService {
-                    try await self.sync(
-                        coordinator: coordinator, server: server, endpoint: endpoint, reporter: reporter, broadcaster: broadcaster, monitor: monitor,
-                        costs: (linkCosts, networkManager))
-                },
+                service: FeedsLifetime(
+                    coordinator: coordinator, server: server, endpoint: endpoint, reporter: reporter, broadcaster: broadcaster, monitor: monitor,
+                    linkCosts: linkCosts, networkManager: networkManager, notifier: notifier, clock: clock,
+                    feedCount: configuration.feeds.count, socketPath: configuration.controlSocketPath, logger: logger),
                 serviceName: "coordinator"
             ),
         ]
@@ -210,9 +194,7 @@ public struct SyncDaemonService: Service {
             parts.append(.init(service: networkManager, serviceName: "NetworkManager watcher"))
         }
         if let endpoint {
-            parts.append(.init(
-                service: Self.reportingFailure("metrics endpoint failed", logger: logger) { try await endpoint.run() },
-                serviceName: "metrics endpoint"))
+            parts.append(.init(service: ReportingFailure(base: endpoint, message: "metrics endpoint failed", logger: logger), serviceName: "metrics endpoint"))
         }
         if let textfile = configuration.metricsTextfile {
             parts.append(.init(
@@ -221,151 +203,19 @@ public struct SyncDaemonService: Service {
                 },
                 serviceName: "metrics textfile"))
         }
-        let store = store
-        // A store found damaged, deleted or replaced while running stays so: syncd stops with a
-        // status the unit restarts on, and the next start opens the path anew (moving a damaged
-        // store aside) and loads the feeds again.
-        let (damage, damaged) = AsyncStream<StoreFault>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        store.whenUnusable { damaged.yield($0) }
-        let notifier = notifier
-        parts.append(.init(
-            service: UntilShutdown {
-                for await fault in damage {
-                    let next = fault.kind == .damaged ? "moves the store aside and loads the feeds again" : "opens \(fault.path) anew"
-                    logger.critical("\(fault), found while running: syncd stops; its next start \(next)")
-                    notifier.notify("STATUS=store \(fault.kind.rawValue): \(fault.path)")
-                    throw fault
-                }
-            },
-            serviceName: "store damage"
-        ))
-        parts.append(.init(
-            service: UntilShutdown {
-                await QuietRelease(quiet: Self.releaseAfter, clock: clock) { await Self.releaseMemory(store) }
-                    .run(following: await coordinator.updates())
-            },
-            serviceName: "memory release"
-        ))
+        parts.append(.init(service: StoreFaultWatch(store: store, notifier: notifier, logger: logger), serviceName: "store damage"))
+        parts.append(.init(service: MemoryRelease(store: store, activity: await coordinator.updates(), clock: clock), serviceName: "memory release"))
         if let interval = SystemdNotifier.watchdogInterval() {
-            parts.append(.init(service: UntilShutdown { await self.watchdog(every: interval, coordinator: coordinator, store: store) }, serviceName: "watchdog"))
+            parts.append(.init(
+                service: Watchdog(
+                    interval: interval, stallLimit: configuration.storeStallLimit, coordinator: coordinator, store: store, notifier: notifier, clock: clock,
+                    logger: logger),
+                serviceName: "watchdog"))
         }
         // Nested in the caller's group: its graceful shutdown (SIGTERM) reaches every part here.
         let group = ServiceGroup(configuration: .init(services: parts, logger: logger))
         try await group.run()
     }
-
-    /// A part that runs `body` and, when it fails, logs `message` (critical, with the error) before
-    /// the failure ends the group: the journal then says which part ended syncd and why.
-    private static func reportingFailure(
-        _ message: Logger.Message, metadata: Logger.Metadata = [:], logger: Logger, _ body: @escaping @Sendable () async throws -> Void
-    ) -> ClosureService {
-        ClosureService {
-            do {
-                try await body()
-            } catch {
-                logger.critical(message, metadata: metadata.merging(["error": "\(error)"]) { $1 })
-                throw error
-            }
-        }
-    }
-
-    /// How long the feeds must have been still before ``releaseMemory(_:)`` runs.
-    static let releaseAfter = Duration.seconds(1)
-
-    /// Gives back what a sync left behind: SQLite's page caches and idle readers, the
-    /// allocator's free pages, then the code pages that start-up and the sync mapped
-    /// (``CodePages``). Between refreshes minutes apart the daemon only needs its working set;
-    /// the next sync allocates and faults in what it needs again.
-    ///
-    /// The code goes with the rest, after the same second: paging it out 30 s later instead left
-    /// the HTTP pool's close of its idle connection (60 s after the last request) to fault in
-    /// code just evicted, 11–12 context switches instead of 3–5 (BENCHMARKS.md, "Idle cost").
-    private static func releaseMemory(_ store: SQLiteFeedStore) async {
-        await store.releaseMemory()
-        // Freed blocks stay in glibc's arenas until trimmed: return whole free pages to the kernel.
-        malloc_trim(0)
-        CodePages.pageOut()
-    }
-
-    /// The coordinator's lifetime: started once clients can connect, stopped on shutdown.
-    ///
-    /// READY=1 means clients can connect and see a verdict: only once the socket is bound (a
-    /// second instance fails there and never reports ready), the metrics endpoint listens when
-    /// one is configured, and the status carries the connectivity the monitor already knows,
-    /// not "unknown".
-    private func sync(
-        coordinator: SyncCoordinator<EventLoopClock>, server: SyncControlServer, endpoint: MetricsEndpoint?, reporter: StatusReporter,
-        broadcaster: Broadcast<ControlStatus>, monitor: NetlinkMonitor, costs: (tracker: LinkCostTracker, networkManager: NetworkManagerWatcher?)
-    ) async throws {
-        // The server's or the endpoint's own failure ends the group and says why.
-        guard await server.waitUntilListening() else {
-            try? await gracefulShutdown()
-            return
-        }
-        if let endpoint, await endpoint.waitUntilListening() == nil {
-            try? await gracefulShutdown()
-            return
-        }
-        await settleLinkCosts(costs.tracker, networkManager: costs.networkManager, coordinator: coordinator)
-        try await coordinator.start()
-        await reporter.connectivityChanged(ConnectivityPolicy.evaluate(monitor.snapshot, for: .internet))
-        await reporter.refresh()
-        notifier.notify("READY=1", "STATUS=\(await reporter.statusLine)")
-        logger.info("syncd ready", metadata: ["feeds": "\(configuration.feeds.count)", "socket": "\(configuration.controlSocketPath)"])
-        try? await gracefulShutdown()
-        notifier.notify("STOPPING=1", "STATUS=stopping")
-        logger.info("syncd stopping")
-        // In-flight requests are cancelled; a page is committed in one transaction, so a commit
-        // either finished or never happened.
-        await coordinator.stop()
-        broadcaster.finish()
-    }
-
-    /// Before the feeds start: lets NetworkManager have its say on what each link costs (its first
-    /// reading, at most ``networkManagerWait``), and waits, as long again at most, until every feed
-    /// reachable over a link carries the cost decided for it. A feed behind a link NetworkManager
-    /// calls metered then never begins a backfill as if it were not. The configuration's, the
-    /// leases' and the hardware's costs were decided before the feeds took their first verdict.
-    private func settleLinkCosts(_ tracker: LinkCostTracker, networkManager: NetworkManagerWatcher?, coordinator: SyncCoordinator<EventLoopClock>) async {
-        guard let networkManager else { return }
-        let wait = Self.networkManagerWait, clock = clock
-        // Timed on the event loops' clock: a Task.sleep would wake an idle syncd every second
-        // from then on (libdispatch's timer thread).
-        if await !networkManager.firstReading(within: wait, clock: clock) {
-            logger.info("NetworkManager has not answered yet: the feeds start without its link costs, which apply when it answers", metadata: ["waited": "\(wait)"])
-            return
-        }
-        tracker.decideNow()
-        let costs = tracker.costs
-        func carried(_ state: FeedState) -> Bool {
-            guard case .online(let link?, _, let cost)? = state.connectivity?.status else { return true }
-            return cost == (costs[link] ?? .unknown)
-        }
-        let updates = await coordinator.updates()
-        let settled = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                var latest: [String: FeedState] = [:]
-                for await state in updates {
-                    latest[state.feed] = state
-                    if latest.values.allSatisfy(carried) { return true }
-                }
-                return false
-            }
-            group.addTask {
-                try? await clock.sleep(for: wait)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-        if !settled {
-            logger.info("the feeds' verdicts have not taken NetworkManager's link costs yet: they apply when they do", metadata: ["waited": "\(wait)"])
-        }
-    }
-
-    /// How long the feeds wait, at most, for NetworkManager's link costs at start.
-    static let networkManagerWait = Duration.seconds(2)
 
     /// The ladder for one feed's host: its addresses (a literal) or its name, judged by the
     /// kernel's route, the resolver, and the evidence of its requests; an unreachable server is
@@ -386,58 +236,6 @@ public struct SyncDaemonService: Service {
             },
             logger: logger
         )
-    }
-
-    /// On every change of the internet verdict, names are resolved again (a new network may
-    /// have a new resolver and new answers) and, when online, the connectivity check runs; the
-    /// check also runs at its interval. Its answer limits every feed (a portal) or clears that.
-    private func followInternet(
-        _ changes: AsyncStream<Verdict>,
-        resolver: NameResolver,
-        checker: ConnectivityChecker?,
-        reachabilities: [HostReachability<EventLoopClock>]
-    ) async {
-        let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var previous: Verdict?
-                for await verdict in changes {
-                    if previous != nil { resolver.reresolve() }
-                    previous = verdict
-                    if verdict.isOnline { trigger.yield() }
-                }
-                trigger.finish()
-            }
-            if let checker {
-                group.addTask {
-                    while !Task.isCancelled {
-                        do { try await clock.sleep(for: checker.configuration.interval) } catch { break }
-                        trigger.yield()
-                    }
-                }
-                group.addTask {
-                    for await _ in triggers {
-                        let result = await checker.check()
-                        logger.debug("connectivity check", metadata: ["result": "\(result)"])
-                        let portal: String?
-                        switch result {
-                        case .portal(let url):
-                            logger.warning("captive portal: sign in to the network", metadata: ["portal": "\(url.absoluteString)"])
-                            portal = url.absoluteString
-                        case .full:
-                            portal = nil
-                        case .noAnswer(let reason):
-                            // The check's own server may be down: each feed's requests judge its server.
-                            logger.notice("connectivity check got no answer", metadata: ["reason": "\(reason)"])
-                            portal = nil
-                        }
-                        for reachability in reachabilities { reachability.portalChanged(portal) }
-                    }
-                }
-            }
-            await group.next()
-            group.cancelAll()
-        }
     }
 
     /// Under systemd, RuntimeDirectory= makes it; by hand, the daemon does.
@@ -529,50 +327,6 @@ public struct SyncDaemonService: Service {
         } catch {
             logger.critical("cannot open the store", metadata: ["path": "\(configuration.storePath)", "error": "\(error)"])
             throw error
-        }
-    }
-
-    /// Pings the watchdog only while the coordinator answers and no write of the store has run
-    /// past ``DaemonConfiguration/storeStallLimit``, so that systemd restarts a wedged daemon or
-    /// one whose store hangs (a frozen filesystem, a disk that stopped answering).
-    private func watchdog(every interval: Duration, coordinator: SyncCoordinator<EventLoopClock>, store: SQLiteFeedStore) async {
-        let limit = configuration.storeStallLimit
-        var stalled = false
-        while !Task.isCancelled {
-            _ = await coordinator.feedIDs
-            if let running = store.writeRunningFor, running > limit {
-                if !stalled {
-                    stalled = true
-                    logger.critical("the store \(store.path) has not finished a write for \(running) (its filesystem may be frozen or its disk not answering): syncd stops answering systemd's watchdog, which restarts it")
-                    notifier.notify("STATUS=store stalled (\(store.path)): a write has run past \(limit)")
-                }
-            } else {
-                if stalled {
-                    stalled = false
-                    logger.notice("the store \(store.path) finished its stalled write: syncd answers the watchdog again")
-                    notifier.notify("STATUS=store answering again (\(store.path))")
-                }
-                notifier.notify("WATCHDOG=1")
-            }
-            try? await clock.sleep(for: interval)
-        }
-    }
-}
-
-/// A part that runs until cancelled, as a service that also ends on graceful shutdown.
-struct UntilShutdown: Service {
-    let body: @Sendable () async throws -> Void
-
-    init(_ body: @escaping @Sendable () async throws -> Void) {
-        self.body = body
-    }
-
-    func run() async throws {
-        let body = self.body
-        do {
-            try await cancelWhenGracefulShutdown { try await body() }
-        } catch is CancellationError {
-            // Cancelled for shutdown: the ending asked for.
         }
     }
 }
