@@ -42,6 +42,8 @@ public struct HTTPFeedSource: FeedSource {
     /// The connection a backfill walks older pages on; `nil` on a shared `HTTPClient`, whose
     /// configuration (a proxy, its own TLS) only AsyncHTTPClient knows.
     private let walk: PageWalk?
+    /// Set once the server folded a header line: its responses are read unfolded from then on.
+    private let foldsHeaders = SharedFlag()
 
     /// The event loop its backfill's responses are read on, where `olderCursorKnown` is called;
     /// `nil` on a shared `HTTPClient` (no walk of its own).
@@ -313,13 +315,7 @@ public struct HTTPFeedSource: FeedSource {
         let validators = conditional ? cache.validators(for: url) : nil
         let raw: RawResponse
         do {
-            if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) {
-                raw = answer
-            } else {
-                raw = try await withRequestTimeout(label) { [self] in
-                    try await exchange(url, label: label, validators: validators, onLinks: onLinks)
-                }
-            }
+            raw = try await answer(url, label: label, validators: validators, onLinks: onLinks)
         } catch let error as FeedError {
             log(label, started, outcome: error.message)
             throw error
@@ -381,6 +377,64 @@ public struct HTTPFeedSource: FeedSource {
         return Response(
             answer: PageCursors.Answer(url: raw.url, items: items, values: page.values, links: links, cursorHeader: raw.cursorHeader),
             syndicated: syndicated, deletedIDs: page.deletedIDs)
+    }
+
+    /// The server's answer to `url`: over the walk or the pool, or, once the server was seen to
+    /// fold a header line over two (obs-fold, which NIO's parser refuses), on a connection of its
+    /// own that unfolds it (``UnfoldedExchange``), as RFC 9112 §5.2 asks of a user agent.
+    private func answer(
+        _ url: URL, label: RequestLabel, validators: Validators?, onLinks: (@Sendable ([WebLink]) -> Void)?
+    ) async throws -> RawResponse {
+        if let walk, !foldsHeaders.value.load(ordering: .relaxed) {
+            do {
+                if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) { return answer }
+                return try await withRequestTimeout(label) { [self] in
+                    try await exchange(url, label: label, validators: validators, onLinks: onLinks)
+                }
+            } catch let error as HTTPParserError where error == .invalidHeaderToken && walk.serves(url) {
+                // Asked again below, unfolded; from now on every request of this source is.
+                if !foldsHeaders.value.exchange(true, ordering: .relaxed) {
+                    logger.notice("the server folds header lines over two (obs-fold, RFC 9112 §5.2): its responses are read unfolded, one per connection", metadata: [
+                        "url": "\(configuration.url.redactedForLog)",
+                    ])
+                }
+            }
+        }
+        guard let walk, walk.serves(url) else {
+            if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) { return answer }
+            return try await withRequestTimeout(label) { [self] in
+                try await exchange(url, label: label, validators: validators, onLinks: onLinks)
+            }
+        }
+        return try await withRequestTimeout(label) { [self] in
+            try await unfolded(url, label: label, validators: validators, onLinks: onLinks, walk: walk)
+        }
+    }
+
+    /// One request through ``UnfoldedExchange``, answered as ``exchange(_:label:validators:onLinks:)``
+    /// answers, except that a redirect is not followed (it fails, naming its target).
+    private func unfolded(
+        _ url: URL, label: RequestLabel, validators: Validators?, onLinks: (@Sendable ([WebLink]) -> Void)?, walk: PageWalk
+    ) async throws -> RawResponse {
+        let response = try await UnfoldedExchange.fetch(
+            url, headers: try requestHeaders(url, validators: validators), label: label, settings: walk.settings, loop: client.http.eventLoopGroup.any())
+        let (status, headers) = (response.head.status, response.head.headers)
+        countWire(WireSize.response(status: status, headers: headers, bodyBytesRead: response.bodyBytesRead))
+        if status.code == 304, validators != nil {
+            return RawResponse(body: Data(), links: [], url: url, validators: validators, notModified: true)
+        }
+        if (300..<400).contains(status.code) {
+            let target = headers.first(name: "location").flatMap { URL(string: $0, relativeTo: url)?.absoluteURL.redactedForLog } ?? "no location"
+            throw FeedError(.other, "\(label): a redirect (\(status.code), to \(target)) from a server that folds header lines is not followed: set url to where it leads")
+        }
+        guard (200..<300).contains(status.code) else { throw Self.statusError(status, headers, label: label) }
+        if let error = Self.declaredTooLarge(headers, limit: configuration.maxBodyBytes, label: label) { throw error }
+        let links = LinkHeader.parse(headers["link"], base: url)
+        if let onLinks { walk.tell(links, to: onLinks) }
+        let found = Validators(etag: headers.first(name: "etag"), lastModified: headers.first(name: "last-modified"))
+        return RawResponse(
+            body: Self.data(response.body), links: links, url: url, validators: found.isEmpty ? nil : found,
+            cursorHeader: cursorHeader(in: headers), contentEncoding: Self.contentEncoding(headers))
     }
 
     /// A backfill's page over the walk's connection, whose handler sends the next one; `nil`
@@ -582,7 +636,7 @@ public struct HTTPFeedSource: FeedSource {
         // Started in place: the request goes out before this task's caller runs on, instead of
         // waiting in the event loop's queue behind whatever that caller does next.
         let work = Task.immediate { try await operation() }
-        let expired = ExpiryFlag()
+        let expired = SharedFlag()
         // On the loop this task runs on, when it runs on one: a timer armed and cancelled on
         // another loop wakes that loop twice per request (`eventfd` writes, BENCHMARKS.md).
         let timer = client.http.eventLoopGroup.any().scheduleTask(in: TimeAmount(timeout)) {
@@ -775,8 +829,8 @@ private final class Once: Sendable {
     func first() -> Bool { !done.exchange(true, ordering: .relaxed) }
 }
 
-/// Set by a request's timer when it fires.
-private final class ExpiryFlag: Sendable {
+/// A flag set once from one task and read from others: a request timer that fired, a server seen to fold headers.
+private final class SharedFlag: Sendable {
     let value = Atomic<Bool>(false)
 }
 

@@ -4,6 +4,7 @@ import Foundation
 import HTTPFeedSource
 import NIOCore
 import SyncCore
+import Synchronization
 import Testing
 import TestSupport
 
@@ -67,6 +68,35 @@ struct OddAnswerTests {
         }
     }
 
+    @Test("Link headers folded over several lines (obs-fold) are unfolded: the first page, and a backfill's walk")
+    func foldedHeaders() async throws {
+        try await withOddServer { port in
+            try await withFeedClient { client in
+                let url = "http://127.0.0.1:\(port)/folded"
+                let configuration = HTTPFeedConfiguration(url: URL(string: url)!, requestTimeout: hangGuard)
+                // The first page through the pool, the rest through the unfolding path it switched to.
+                let source = try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
+                let first = try await source.fetchInitial()
+                #expect(first.items.map(\.id) == ["6", "5"])
+                #expect(first.olderCursor == "\(url)?page=2")
+                let second = try await source.fetchOlder(cursor: try #require(first.olderCursor))
+                #expect(second.items.map(\.id) == ["4", "3"])
+                #expect(second.olderCursor == "\(url)?page=3")
+                let last = try await source.fetchOlder(cursor: try #require(second.olderCursor))
+                #expect(last.items.map(\.id) == ["2", "1"])
+                #expect(last.olderCursor == nil, "the last page links no next")
+
+                // A backfill's page on a fresh source goes over the walk's connection first.
+                let walking = try HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger)
+                let told = ReceivedCursors()
+                let walked = try await walking.fetchOlder(cursor: "\(url)?page=2") { told.append($0) }
+                #expect(walked.items.map(\.id) == ["4", "3"])
+                #expect(walked.olderCursor == "\(url)?page=3")
+                #expect(told.all == ["\(url)?page=3"], "the next page's cursor is told once")
+            }
+        }
+    }
+
     @Test("a shared HTTPClient with its default configuration reads a feed that gzips when asked")
     func sharedDefaultClient() async throws {
         var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 30)])
@@ -87,4 +117,11 @@ struct OddAnswerTests {
         await server.stop()
         try await http.shutdown()
     }
+}
+
+/// Cursors told by a source, in order, from whichever thread tells them.
+private final class ReceivedCursors: Sendable {
+    private let cursors = Mutex<[String?]>([])
+    func append(_ cursor: String?) { cursors.withLock { $0.append(cursor) } }
+    var all: [String?] { cursors.withLock { $0 } }
 }
