@@ -14,7 +14,7 @@ extension NetlinkMonitor {
                 do throws(NetlinkError) {
                     if let networkNamespacePath { try NetlinkEventLoop.enterNamespace(networkNamespacePath) }
                     var snapshot = try dumpOnThisThread()
-                    if !addresses.isEmpty { snapshot.kernelRoutes = try KernelRouteLookup().lookup(addresses) }
+                    if !addresses.isEmpty { snapshot.kernelRoutes = try KernelRouteLookup().lookup(addresses).routes }
                     result.resume(returning: snapshot)
                 } catch {
                     result.resume(throwing: error)

@@ -32,25 +32,40 @@ final class KernelRouteLookup {
         buffer.deallocate()
     }
 
-    /// The kernel's route for each address.
-    func lookup(_ addresses: some Sequence<IPAddress>) -> [IPAddress: KernelRoute] {
+    /// The kernel's route for each address, and the first lookup that got no answer (its request
+    /// or the read of its answer failed, with `errno`), which then reads `.refused(.other)`.
+    func lookup(_ addresses: some Sequence<IPAddress>) -> (routes: [IPAddress: KernelRoute], failure: (address: IPAddress, errno: Int32)?) {
         var result: [IPAddress: KernelRoute] = [:]
-        for address in addresses { result[address] = lookup(address) }
-        return result
+        var failure: (address: IPAddress, errno: Int32)?
+        for address in addresses {
+            switch lookup(address) {
+            case .success(let route):
+                result[address] = route
+            case .failure(let error):
+                result[address] = .refused(.other)
+                if failure == nil { failure = (address, error.code) }
+            }
+        }
+        return (result, failure)
     }
 
-    /// One request, one answer: an `RTM_NEWROUTE` with the chosen path, or an error.
-    func lookup(_ address: IPAddress) -> KernelRoute {
+    /// Why a lookup got no answer: the `errno` of the send or the receive that failed.
+    struct NoAnswer: Error {
+        var code: Int32
+    }
+
+    /// One request, one answer: an `RTM_NEWROUTE` with the chosen path, or the kernel's error.
+    func lookup(_ address: IPAddress) -> Result<KernelRoute, NoAnswer> {
         sequence &+= 1
         let seq = sequence
-        guard send(request(for: address, sequence: seq)) else { return .refused(.other) }
+        guard send(request(for: address, sequence: seq)) else { return .failure(NoAnswer(code: errno)) }
         while true {
             let count = recv(fd, buffer, Self.bufferSize, 0)
             if count < 0 {
                 if errno == EINTR { continue }
-                return .refused(.other)
+                return .failure(NoAnswer(code: errno))
             }
-            if let answer = parse(count: count, sequence: seq) { return answer }
+            if let answer = parse(count: count, sequence: seq) { return .success(answer) }
         }
     }
 

@@ -5,9 +5,9 @@ import ConnectivityPolicy
 ///
 /// ``NetlinkEventLoop`` peeks at the head of its link socket before libnl reads it: when a link
 /// that had carrier has lost it, the offline snapshot goes out without waiting for libnl to parse
-/// the message, update its cache and free the old object (about a third of the time from the
-/// kernel's notification to a published verdict, BENCHMARKS.md). libnl then reads the same
-/// message as always and the full snapshot follows.
+/// the message, update its cache and free the old object, a large share of the time from the
+/// kernel's notification to a published verdict (measured: BENCHMARKS.md, "The offline path made
+/// shorter"). libnl then reads the same message as always and the full snapshot follows.
 struct LinkChange: Equatable {
     enum Kind: Equatable {
         /// `RTM_NEWLINK`: the link's flags (`ifi_flags`) and its operstate, when the message

@@ -9,9 +9,10 @@ import Glibc
 /// The libnl state of one monitor, confined to the monitor's thread (libnl is not thread-safe).
 ///
 /// Links and addresses live in libnl's cache manager. Routes do not: libnl's route cache has a
-/// fixed 1,024-bucket hash table that made a 100,000-route storm cost several times what
-/// `ip monitor` spends on it (BENCHMARKS.md). Route notifications arrive on a socket of their
-/// own, are parsed with libnl (`rtnl_route_parse`) and kept in a ``RouteTable``.
+/// fixed-size hash table, so its cost per route grows with the table and a large route storm
+/// costs it far more than `ip monitor` spends on it (measured: BENCHMARKS.md, route storm). Route
+/// notifications arrive on a socket of their own, are parsed with libnl (`rtnl_route_parse`) and
+/// kept in a ``RouteTable``.
 final class NetlinkEventLoop {
     /// When the route table must be re-dumped relative to publishing the next snapshot.
     private enum RouteResync: Comparable {
@@ -73,6 +74,8 @@ final class NetlinkEventLoop {
     /// When the re-dump that follows a loss falls due (see ``settle()``).
     private var resyncDue: ContinuousClock.Instant?
     private var dirty = false
+    /// When the lookups are asked again after one got no answer.
+    private var lookupRetry = LookupRetry()
     /// A link or an address changed: publish without waiting for the storm throttle, so a
     /// carrier loss is never delayed by the cost of a large route table.
     private var urgent = false
@@ -247,8 +250,8 @@ final class NetlinkEventLoop {
             if routeDatagrams >= Self.stormDatagrams {
                 // Routes are streaming in (a storm): let them gather for a moment instead of
                 // waking for every few. Waking costs more than reading (a context switch and a
-                // poll per wake-up: ~50,000 of them in a 100,000-route storm). This runs after
-                // the snapshot was settled, so only route changes wait, by at most `stormNap`.
+                // poll per wake-up, for a few messages each). This runs after the snapshot was
+                // settled, so only route changes wait, by at most `stormNap`.
                 var wake = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
                 _ = poll(&wake, 1, Self.stormNapMilliseconds)
             }
@@ -408,10 +411,11 @@ final class NetlinkEventLoop {
     ///
     /// After a loss the snapshot goes out first and the re-dump that drops the routes the kernel
     /// flushed silently waits ``resyncDelay``: on a machine with few cores it would otherwise
-    /// take the core the consumers of that snapshot need to act on it (it doubled the time an
-    /// offline verdict took to reach an async consumer, BENCHMARKS.md). A route change meanwhile
-    /// is published after the re-dump, so it cannot bring flushed routes back; another link or
-    /// address change goes out first, as the loss did, with the re-dump still due.
+    /// take the core the consumers of that snapshot need to act on it, and delay the verdict's
+    /// arrival at an async consumer (measured: BENCHMARKS.md, "The offline path made shorter").
+    /// A route change meanwhile is published after the re-dump, so it cannot bring flushed routes
+    /// back; another link or address change goes out first, as the loss did, with the re-dump
+    /// still due.
     private func settle() {
         if expiries.isDue(at: clock.now) {
             // A route's lifetime ended: the kernel no longer uses it, but keeps it (and says
@@ -419,6 +423,11 @@ final class NetlinkEventLoop {
             // a router advertisement extended silently, and ask the kernel again.
             monitor.updateStatistics { $0.routeExpiries += 1 }
             routeResync = .beforePublish
+            dirty = true
+            urgent = true
+        }
+        if lookupRetry.isDue(at: clock.now) {
+            lookupRetry.taken()
             dirty = true
             urgent = true
         }
@@ -445,6 +454,7 @@ final class NetlinkEventLoop {
         if dirty { deadline = nextBuildAllowed }
         if let resyncDue { deadline = min(deadline ?? resyncDue, resyncDue) }
         if let expiry = expiries.next { deadline = min(deadline ?? expiry, expiry) }
+        if let retry = lookupRetry.due { deadline = min(deadline ?? retry, retry) }
         guard let deadline else { return -1 }
         // Rounded up: a deadline less than a millisecond away must not turn into a busy loop.
         let milliseconds = (clock.now.duration(to: deadline) / .milliseconds(1)).rounded(.up)
@@ -481,8 +491,20 @@ final class NetlinkEventLoop {
 
     private func lookUpTrackedAddresses(into snapshot: inout NetworkSnapshot) {
         guard let lookup, !trackedAddresses.isEmpty else { return }
-        snapshot.kernelRoutes = lookup.lookup(trackedAddresses)
+        let (routes, failure) = lookup.lookup(trackedAddresses)
+        snapshot.kernelRoutes = routes
         monitor.updateStatistics { $0.routeLookups += trackedAddresses.count }
+        guard let failure else {
+            lookupRetry.succeeded()
+            return
+        }
+        // No notification may follow to ask again: the snapshot would keep the unanswered
+        // lookup for as long as the tables stay still.
+        let delay = lookupRetry.failed(at: clock.now)
+        monitor.updateStatistics { $0.lookupFailures += 1 }
+        logger.warning("the kernel's route lookup got no answer; asking again", metadata: [
+            "address": "\(failure.address)", "error": "\(String(cString: strerror(failure.errno)))", "in": "\(delay)",
+        ])
     }
 
     /// Publishes the snapshot of a carrier loss found at the head of the link socket, before
@@ -636,4 +658,34 @@ final class NetlinkEventLoop {
             routeResync = max(routeResync, .afterPublish)
         }
     }
+}
+
+/// When the kernel's lookups are asked again after one got no answer (its request or the read
+/// of its answer failed): soon, then less often while they keep failing, up to ``longest``.
+struct LookupRetry {
+    static let first = Duration.milliseconds(20)
+    static let longest = Duration.seconds(5)
+
+    private(set) var due: ContinuousClock.Instant?
+    private var delay = LookupRetry.first
+
+    /// A lookup failed at `now`: the next try is due after the current delay, which doubles.
+    /// Returns that delay.
+    mutating func failed(at now: ContinuousClock.Instant) -> Duration {
+        let wait = delay
+        due = now + wait
+        delay = min(delay * 2, Self.longest)
+        return wait
+    }
+
+    /// Every lookup was answered: the next failure is retried soon again.
+    mutating func succeeded() {
+        due = nil
+        delay = Self.first
+    }
+
+    func isDue(at now: ContinuousClock.Instant) -> Bool { due.map { now >= $0 } ?? false }
+
+    /// The retry is being made now.
+    mutating func taken() { due = nil }
 }

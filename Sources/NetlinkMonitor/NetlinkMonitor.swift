@@ -16,8 +16,9 @@ import Glibc
 ///
 /// Links and addresses are kept in libnl's cache manager. Routes are received on a libnl socket
 /// of their own, parsed with `rtnl_route_parse` and kept in a table keyed by the kernel's route
-/// identity, because libnl's route cache does not scale to large tables (its fixed-size hash made
-/// a 100,000-route storm cost several times what `ip monitor` spends; see BENCHMARKS.md).
+/// identity, because libnl's route cache does not scale to large tables: its fixed-size hash
+/// costs far more per route than reading the messages directly (measured: BENCHMARKS.md, route
+/// storm).
 ///
 /// The monitor runs one thread that sleeps in `poll(2)` on the netlink sockets: it never polls
 /// on a timer. It keeps its snapshot equal to the kernel's tables, including what the kernel does
@@ -80,6 +81,9 @@ public final class NetlinkMonitor: Sendable, Service {
         public var routeExpiries: Int = 0
         /// Carrier losses published from the raw notification, before libnl had parsed it.
         public var lossesPublishedAhead: Int = 0
+        /// Snapshots whose route lookups were not all answered (the request or the read of its
+        /// answer failed); each is followed by fresh lookups, sooner or later as they keep failing.
+        public var lookupFailures: Int = 0
         /// The receive buffer the kernel granted, in bytes.
         public var receiveBufferBytes: Int = 0
     }
@@ -152,10 +156,9 @@ public final class NetlinkMonitor: Sendable, Service {
     ///
     /// A task that prefers this executor (`Task(executorPreference:)`) and consumes
     /// ``ConnectivityMonitor/verdicts(from:for:settle:clock:)`` or ``snapshots()`` is resumed on
-    /// the thread that published the value, so no other thread has to wake to deliver it. On a
-    /// loaded two-core machine that took the p99 from link-down to verdict from 1.45–1.59× to
-    /// 1.14–1.25× that of a plain netlink socket seeing the kernel's message (BENCHMARKS.md,
-    /// "Link change → offline verdict published").
+    /// the thread that published the value, so no other thread has to wake to deliver it: on a
+    /// loaded machine that shortens the tail of the time from the kernel's message to the verdict
+    /// (measured: BENCHMARKS.md, "Link change → offline verdict published").
     ///
     /// While such a task runs, the monitor reads no notifications: keep its work brief and never
     /// block in it (hand longer work to another task or actor). When the monitor is not running,

@@ -16,8 +16,9 @@ struct RouteExpiries<Instant: Hashable & Comparable> {
     /// The instants routes end at, earliest on top. It may hold instants no route ends at any
     /// more (the route was deleted or given another lifetime): those are dropped when they reach
     /// the top, and the heap is rebuilt when they outnumber the live ones. So deleting the route
-    /// that ends first costs O(log n), not a scan of every route's lifetime: a storm of expiring
-    /// routes deleted in order made that quadratic (BENCHMARKS.md, route storm, issue 40).
+    /// that ends first costs O(log n), not a scan of every route's lifetime, which would make a
+    /// storm of expiring routes deleted in the order they were added quadratic (BENCHMARKS.md,
+    /// route storm, "route lifetimes").
     private var instants = Heap<Instant>()
 
     /// The earliest instant a route's lifetime ends, if any route has one.

@@ -3,9 +3,10 @@ import ConnectivityPolicy
 /// The kernel's routes, kept from route notifications in a hash set keyed by the kernel's route
 /// identity (``RouteKey``): O(1) per notification whatever the table size.
 ///
-/// This replaces libnl's route cache, whose fixed 1,024-bucket hash table made every add, delete
-/// and lookup walk a chain of ~100 routes at 100,000 routes (71% of the monitor's CPU in a route
-/// storm, see BENCHMARKS.md), and whose IPv6 merging (`route_update`) broke `nl_cache_resync`.
+/// This replaces libnl's route cache, whose fixed-size hash table makes every add, delete and
+/// lookup walk a chain that grows with the table (most of the monitor's CPU in a route storm;
+/// measured: BENCHMARKS.md, route storm), and whose IPv6 merging (`route_update`) broke
+/// `nl_cache_resync`.
 ///
 /// The rules follow what the kernel (checked on 6.x) sends:
 /// - One key can hold several routes ("aliases"): IPv4 `append`/`prepend`, or IPv6 routes that
