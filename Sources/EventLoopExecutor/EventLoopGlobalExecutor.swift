@@ -12,9 +12,9 @@ import NIOPosix
 /// SwiftNIO offers the same through
 /// `NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()`,
 /// which finds the runtime's hook with `dlsym`. A binary built with `--static-swift-stdlib` has no
-/// dynamic symbol for it: that call returns `false`, and every task runs on libdispatch's threads
-/// (BENCHMARKS.md measured such a syncd: a wakeup a second when idle, and a slower sync). Here a C
-/// declaration reaches the hook, which links in either build.
+/// dynamic symbol for it: that call returns `false`, and every task runs on libdispatch's threads,
+/// with the idle wake-ups above and a slower sync (BENCHMARKS.md, "The installed syncd on its
+/// event loops"). Here a C declaration reaches the hook, which links in either build.
 ///
 /// Jobs go where SwiftNIO's own hook sends them: to the loop the enqueuing thread runs, when it is
 /// one of the singleton group's, or else to the group's next loop.

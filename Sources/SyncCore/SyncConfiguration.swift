@@ -18,8 +18,9 @@ public struct SyncConfiguration: Sendable, Hashable {
     public var gapPageLimit: Int
     /// Older pages a backfill fetches ahead of the store's commits, at most. A commit that takes
     /// long (a group of pages being written while the disk is busy) then does not stop the
-    /// network: on loopback a page arrives every ~0.4 ms, and 16 pages were used up by one such
-    /// commit (BENCHMARKS.md). ``readAheadBytes`` bounds the memory whatever the count. At least 1.
+    /// network: on a fast link pages arrive much faster than such a commit ends, so the count must
+    /// cover many of them (measured: BENCHMARKS.md, "Reading further ahead"). ``readAheadBytes``
+    /// bounds the memory whatever the count. At least 1.
     public var readAheadPages: Int
     /// The item bytes of pages fetched ahead and not yet committed past which no further page is
     /// asked for, so feeds with large pages hold fewer of them. At least 1.

@@ -188,7 +188,7 @@ extension DaemonConfiguration {
     /// minute. Otherwise nothing scheduled comes back before a server would close it anyway, so
     /// it goes two seconds after the last request (a sync's own requests follow each other with
     /// no pause): an idle daemon then holds no socket, and the pool's close does not wake it a
-    /// minute later (BENCHMARKS.md, idle cost).
+    /// minute later (BENCHMARKS.md, "The pool's idle close moved out of the idle minute").
     var idleConnectionTimeout: Duration {
         let soonest = feeds.compactMap(\.sync.refreshInterval).min()
         if let soonest, soonest + Self.refreshReuseMargin <= Self.longestIdleConnection {

@@ -8,11 +8,11 @@ import Synchronization
 ///
 /// SQLite's automatic checkpoint runs inside the commit that takes the log past 1,000 pages: it
 /// syncs the log, copies it into the database and syncs that, all before the commit returns. On a
-/// disk whose `fdatasync` takes 10–15 ms, that held each 100,000-item backfill's writer for tens of
-/// milliseconds a dozen times, the pages fetched ahead filled up behind it, and the network
-/// stopped (BENCHMARKS.md). SQLite's documentation suggests this split: automatic checkpoints off,
-/// checkpoints "in a separate thread". A passive checkpoint runs alongside the writer: it copies
-/// the committed pages it finds while later commits go on appending to the log.
+/// slow disk that holds a backfill's writer long enough for the pages fetched ahead to fill up
+/// behind it, and the network stops (BENCHMARKS.md, "The fetch chain and the checkpoint stall").
+/// SQLite's documentation suggests this split: automatic checkpoints off, checkpoints "in a
+/// separate thread". A passive checkpoint runs alongside the writer: it copies the committed
+/// pages it finds while later commits go on appending to the log.
 ///
 /// The log only starts again from its beginning when a writer finds every page of it copied,
 /// which a writer that never pauses may never do; so once the log has grown past

@@ -50,8 +50,8 @@ public struct SQLiteFeedStore: FeedStore {
         /// interactive programs) no longer wait behind its commits.
         ///
         /// The threads are libdispatch's, which the whole process shares: choose this where
-        /// nothing else on them needs to preempt promptly. syncd does, and in a backfill over
-        /// loopback on two cores it took 8–16% less time (BENCHMARKS.md).
+        /// nothing else on them needs to preempt promptly. syncd does: its backfills take less
+        /// time (measured: BENCHMARKS.md, "The B-trees' order, the writer's slice").
         case throughput
     }
 
@@ -83,8 +83,8 @@ public struct SQLiteFeedStore: FeedStore {
     ///   - scheduling: how the threads that run commits are scheduled.
     ///   - checkIntegrity: whether SQLite's `quick_check` runs before the store is used, so a
     ///     store damaged while it was closed is refused (``StoreFault/Kind/damaged``) instead of
-    ///     failing later, in the middle of a client's read. It reads the whole file, and costs
-    ///     about what reading it does (BENCHMARKS.md, "Store integrity check").
+    ///     failing later, in the middle of a client's read. It reads the whole file, so it costs
+    ///     about what reading the file does (BENCHMARKS.md, "Store integrity check").
     ///   - tombstoneLimit: removed items the change log keeps for followers; one asking from
     ///     before the oldest kept is reset (``ItemChange/Kind/reset``).
     public init(
@@ -641,11 +641,11 @@ public struct SQLiteFeedStore: FeedStore {
 
     /// Items written by one INSERT statement at most.
     ///
-    /// One statement per item spent as much in starting and resetting the statement as in the
-    /// row: with SQLite alone (no foreign key, no savepoint), 100,000 rows in pages of 100 took
-    /// 14–18% less CPU with several rows per statement (8, 32 or 100 alike). In this store it pays
-    /// only with the journals in memory (`temp_store`, set when a connection opens): a many-row
-    /// statement keeps a statement journal, and spilled to a file it cost more than it saved.
+    /// One statement per item spends as much in starting and resetting the statement as in the
+    /// row, so several rows go in one statement; how many matters little (BENCHMARKS.md, "Several
+    /// rows per INSERT, journals in memory"). In this store it pays only with the journals in
+    /// memory (`temp_store`, set when a connection opens): a many-row statement keeps a statement
+    /// journal, and spilled to a file it costs more than it saves.
     /// 16 keeps the statement small and leaves at most 15 rows of a run to the one-row statement.
     static let rowsPerInsert = 16
 

@@ -6,8 +6,9 @@ enum Schema {
         var migrator = DatabaseMigrator()
         // One migration that merges the four versions (GRDB's merged migrations): a new store
         // gets the current schema in one transaction, a store written by an older syncd takes the
-        // steps it has not taken, in order. Four transactions for a new store, with their
-        // foreign-key checks, cost ~4 ms of every first start (BENCHMARKS.md).
+        // steps it has not taken, in order. Four transactions for a new store, each with its
+        // foreign-key check, would be a noticeable share of every first start (BENCHMARKS.md,
+        // "Start-up, and a slower machine").
         migrator.registerMigration(Version.v4.identifier, merging: Set(Version.allCases.dropLast().map(\.identifier))) { db, applied in
             if applied.isEmpty {
                 try db.execute(sql: current)
@@ -43,9 +44,9 @@ enum Schema {
     /// store reads a payload's bytes as they are, whatever the value's type.
     ///
     /// The declared type stays BLOB, which keeps a TEXT value as it is: declaring TEXT would
-    /// rebuild the item table (1,000,000 items: seconds, like v4's) for a name in the schema only.
-    /// One pass over every row, in place: each item's record is rewritten, no index (none holds
-    /// either column), no B-tree restructured. For 1,000,000 items about a second, and the
+    /// rebuild the item table (as v4 does) for a name in the schema only. One pass over every row,
+    /// in place: each item's record is rewritten, no index (none holds either column), no B-tree
+    /// restructured, so it costs less than a rebuild (BENCHMARKS.md, "Store schema v6"); the
     /// write-ahead log grows to the item table's size until the next commits copy it back.
     static let readable = (
         identifier: "v6: Unix times and text payloads",
@@ -206,11 +207,11 @@ enum Schema {
             // smaller ids (ids that grow with time: Mastodon's, GitHub's, sequence numbers). Kept
             // in descending order, both indexes take those at the right end of the feed's range,
             // where SQLite fills a page and starts the next instead of splitting pages in the
-            // middle: in syncd's write pattern 100,000 items cost ~30% less CPU (BENCHMARKS.md).
-            // A primary key's order cannot be altered, so the table is rebuilt, in the migration's
-            // transaction: once, at the first start after the upgrade (1,000,000 items: ~3.6 s;
-            // syncd extends systemd's start timeout while it lasts). The old table's pages stay
-            // in the file, free, and later items reuse them.
+            // middle, which costs the writer much less CPU in syncd's write pattern (BENCHMARKS.md,
+            // "The B-trees' order"). A primary key's order cannot be altered, so the table is
+            // rebuilt, in the migration's transaction: once, at the first start after the upgrade
+            // (seconds for a large store; syncd extends systemd's start timeout while it lasts).
+            // The old table's pages stay in the file, free, and later items reuse them.
             case .v4:
                 """
                 CREATE TABLE item_v4 (

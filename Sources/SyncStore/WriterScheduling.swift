@@ -9,9 +9,9 @@ import CScheduling
 /// the feed's server, anything interactive on the machine) goes first, instead of waiting out a
 /// commit's bursts of several milliseconds.
 ///
-/// The slice must be in place when the thread wakes up, which is when it would preempt: set only
-/// for the length of each commit, it changed nothing measurable; kept on the thread, a backfill of
-/// 100,000 items over loopback on two cores took 8–16% less time, for the same CPU (BENCHMARKS.md).
+/// The slice must be in place when the thread wakes up, which is when it would preempt, so it is
+/// kept on the thread rather than set for the length of each commit; a backfill then takes less
+/// time for the same CPU (measured: BENCHMARKS.md, "The B-trees' order, the writer's slice").
 ///
 /// Older kernels ignore the slice. Where the call is refused (a seccomp filter without
 /// `sched_setattr`), or the thread runs under a policy without slices (idle, real-time, deadline),

@@ -25,9 +25,10 @@ enum SyncdMain {
         // allocate little, do not each keep an arena of free blocks. Set before any thread starts;
         // MALLOC_ARENA_MAX in the environment (glibc's own tunable) still decides when set.
         if ProcessInfo.processInfo.environment["MALLOC_ARENA_MAX"] == nil { mallopt(M_ARENA_MAX, 2) }
-        // SQLite's memory statistics take a process-wide mutex on every allocation, and the daemon
-        // never reads them: 3-5% of the writer's CPU during a backfill (BENCHMARKS.md). Only takes
-        // effect before the store opens (SQLite initialises on the first open).
+        // SQLite's memory statistics take a process-wide mutex on every allocation, a cost the
+        // writer pays throughout a backfill for figures the daemon never reads (BENCHMARKS.md,
+        // "SQLite's memory statistics turned off"). Only takes effect before the store opens
+        // (SQLite initialises on the first open).
         _ = syncd_sqlite3_disable_memory_statistics()
         // Not SwiftNIO's own install, which finds the runtime's hook with dlsym: the installed
         // syncd links the Swift runtime in, where dlsym finds nothing.
