@@ -361,25 +361,33 @@ final class MonitorCore: Sendable {
                     _ = syncd_set_thread_name("syncd-netlink")
                     let tid = syncd_gettid()
                     state.withLock { $0.threadID = tid }
-                    let loop: NetlinkEventLoop
-                    let jobFD: Int32
-                    do {
-                        loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
-                        jobFD = try executor.attach()
-                    } catch {
-                        close(readFD)
-                        threadEnded()
-                        ready.resume(throwing: error)
-                        return
-                    }
-                    state.withLock { $0.phase = .running }
-                    ready.resume()
-                    loop.run(wakeFD: readFD, jobFD: jobFD)
+                    // The loop is released inside (its sockets closed, libnl's manager freed)
+                    // before the thread's end is announced: stop() returns after both.
+                    let failure = runLoop(wakeFD: readFD) { ready.resume() }
                     close(readFD)
                     threadEnded()
+                    if let failure { ready.resume(throwing: failure) }
                 }
                 thread.start()
         }
+    }
+
+    /// Runs the event loop on the calling thread until it is asked to stop, calling `running`
+    /// once it runs; returns why it could not start, if it could not. The loop is released on
+    /// return.
+    private func runLoop(wakeFD: Int32, running: () -> Void) -> (any Error)? {
+        let loop: NetlinkEventLoop
+        let jobFD: Int32
+        do {
+            loop = try NetlinkEventLoop(configuration: configuration, monitor: self)
+            jobFD = try executor.attach()
+        } catch {
+            return error
+        }
+        state.withLock { $0.phase = .running }
+        running()
+        loop.run(wakeFD: wakeFD, jobFD: jobFD)
+        return nil
     }
 
     /// Asks the thread to end; does not wait.
