@@ -100,7 +100,7 @@ extension FeedMachine: BackfillDecision {}
     /// No older request before this instant: a page fetched ahead was answered with a Retry-After.
     public private(set) var olderNotBefore: Instant?
 
-    private var run = Run()
+    private var run = ReadAheadRun()
     /// The direction whose commits the run continues: only its failure or change of course cancels it.
     private var origin: Direction?
     /// The cursor of the newest page fetched ahead (taken by a request or not): only its older
@@ -209,7 +209,7 @@ extension FeedMachine: BackfillDecision {}
     /// fetched from here unless the run already starts there.
     public mutating func received(_ page: FeedPage, in direction: Direction, next: String?) -> [Action] {
         largestPage = max(largestPage, page.items.count)
-        guard let next else { return [] }
+        guard let next, !stopped else { return [] }
         var actions: [Action] = []
         if !(run.first?.cursor.isExactly(next) ?? false) {
             cancelRun(into: &actions)
@@ -428,7 +428,7 @@ private struct Entry: Sendable {
 
 /// The pages fetched ahead, oldest last, with what the read-ahead asks of them every time it
 /// grows kept at hand: whether a cursor is among them, and how many have not arrived.
-private struct Run: Sendable {
+private struct ReadAheadRun: Sendable {
     private(set) var entries: [Entry] = []
     private var cursors: [ExactID: Int] = [:]
     /// Entries whose page has not arrived (a failed one included: it is still counted until the

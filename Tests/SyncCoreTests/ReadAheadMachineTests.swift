@@ -188,6 +188,9 @@ private let rows: [Row] = [
         name: "a taken page that arrived counts until its request ends", steps: started + [.arrived(19, id: 0), .request(19)],
         expect: .answer(.fetchedAhead(ReadAheadID(0)), []), cursors: [17], pending: 4),
     Row(
+        name: "a page a request took goes on from its arrival while it is the newest", steps: started + [.request(19), .arrived(19, id: 0)],
+        expect: .actions([fetch(1, 17)]), cursors: [17], pending: 4),
+    Row(
         name: "a taken page no longer counts once its request ended", steps: started + [.arrived(19, id: 0), .request(19), .requestEnded(19)],
         expect: .actions([]), cursors: [17], pending: 2),
     Row(
@@ -311,6 +314,7 @@ private let rows: [Row] = [
         expect: .actions([cancel(1), cancel(0)]), cursors: []),
     Row(name: "stop wakes a waiting commit", configuration: grouping, steps: olderStarted + [.gather(after: 23, next: 21), .stop], expect: .actions([cancel(0), .wake])),
     Row(name: "nothing extends the run after stop", steps: started + [.stop, .known(17, of: 19)], expect: .actions([]), cursors: []),
+    Row(name: "a page received after stop fetches nothing", steps: started + [.stop, .received(31, .initial, next: 29)], expect: .actions([]), cursors: []),
     Row(name: "nothing arrives after stop", steps: started + [.stop, .arrived(19, id: 0)], expect: .actions([]), cursors: [], pending: 0),
 ]
 
@@ -376,6 +380,8 @@ private struct World {
     var precommitted: [String: CommitOutcome] = [:]
     var lastID = -1
     var woken = false
+    /// A fetch failed while a commit waited: the wait must end.
+    var failedWhileGathering = false
     /// Cursors whose pages were committed.
     var committed: Set<String> = []
     let largest = 3
@@ -431,6 +437,12 @@ private struct World {
         }
     }
 
+    /// A fetch fails: a commit waiting for the pages behind it must then end its wait.
+    mutating func fail(_ id: ReadAheadID, retryAfter: Duration?, now: ContinuousClock.Instant) -> [Machine.Action] {
+        if case .gathering = lane { failedWhileGathering = true }
+        return machine.failed(id, retryAfter: retryAfter, now: now)
+    }
+
     /// The headers of a page on its way name its older cursor.
     mutating func tell() {
         var candidates = run.filter { !$0.told && !$0.finished }.map(\.id)
@@ -454,7 +466,7 @@ private struct World {
             let cursor = run[index].cursor
             run[index].finished = true
             if fails {
-                absorb(machine.failed(id, retryAfter: chance(0.3) ? .seconds(1) : nil, now: now), step: "failed \(cursor)")
+                absorb(fail(id, retryAfter: chance(0.3) ? .seconds(1) : nil, now: now), step: "failed \(cursor)")
             } else {
                 run[index].page = page(at: cursor)
                 absorb(machine.arrived(page(at: cursor), cursor: cursor, id: id, backfill: backfill, now: now), step: "arrived \(cursor)")
@@ -462,7 +474,7 @@ private struct World {
         } else if let fetch = draining[id] {
             draining[id]?.finished = true
             let actions = fails
-                ? machine.failed(id, retryAfter: chance(0.5) ? .seconds(2) : nil, now: now)
+                ? fail(id, retryAfter: chance(0.5) ? .seconds(2) : nil, now: now)
                 : machine.arrived(page(at: fetch.cursor), cursor: fetch.cursor, id: id, backfill: backfill, now: now)
             #expect(actions.contains(.forget(id)), "a fetch left to finish is let go when it ends (seed \(seed))")
             absorb(actions, step: "drained \(fetch.cursor)")
@@ -470,7 +482,7 @@ private struct World {
             guard case .waiting(let cursor, .fetchedAhead(id)) = lane else { Issue.record("a taken fetch without its request"); return }
             taken?.finished = true
             if fails {
-                absorb(machine.failed(id, retryAfter: nil, now: now), step: "taken failed \(cursor)")
+                absorb(fail(id, retryAfter: nil, now: now), step: "taken failed \(cursor)")
                 requestFailed(cursor)
             } else {
                 absorb(machine.arrived(page(at: fetch.cursor), cursor: fetch.cursor, id: id, backfill: backfill, now: now), step: "taken arrived \(cursor)")
@@ -508,7 +520,10 @@ private struct World {
         }
         guard woken else { return }
         woken = false
-        switch machine.lookAgain(now: now) {
+        let mustEnd = failedWhileGathering || deadline.map { now >= $0 } ?? true
+        let look = machine.lookAgain(now: now)
+        #expect(look == .commit || !mustEnd, "a wait outlived its deadline or a failure behind it (seed \(seed))")
+        switch look {
         case .commit:
             committing[.older] = nil
             groupAndCommit(cursor, page, next: next)
@@ -553,7 +568,7 @@ private struct World {
             // The request is cancelled: a fetch it took fails with it, and the request ends
             // unanswered (one answered from a commit ahead never started).
             if case .fetchedAhead(let id) = answer, let fetch = taken, !fetch.finished {
-                absorb(machine.failed(id, retryAfter: nil, now: now), step: "taken cancelled")
+                absorb(fail(id, retryAfter: nil, now: now), step: "taken cancelled")
             }
             if case .committed = answer {} else { machine.requestEnded(older: cursor) }
             taken = nil
@@ -597,7 +612,7 @@ private struct World {
     mutating func reportCancelled() {
         guard let (id, cursor) = cancelledUnreported.first else { return }
         cancelledUnreported[id] = nil
-        let actions = machine.failed(id, retryAfter: nil, now: now)
+        let actions = fail(id, retryAfter: nil, now: now)
         #expect(actions.allSatisfy { $0 == .wake }, "a cancelled fetch's end changes no fetch (seed \(seed), \(cursor))")
         absorb(actions, step: "cancelled \(cursor) failed")
     }
@@ -672,6 +687,7 @@ private struct World {
         case .waitUntil(let deadline):
             committing[.older] = page.items.count
             woken = false
+            failedWhileGathering = false
             lane = .gathering(cursor: cursor, page: page, next: next, deadline: deadline)
         case .keepWaiting:
             Issue.record("a wait that never armed its timer (seed \(seed))")
