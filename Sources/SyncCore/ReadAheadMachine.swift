@@ -48,8 +48,8 @@ extension FeedMachine: BackfillDecision {}
 ///   machine's count once: being committed, arrived, on its way (as the largest page so far), or
 ///   committed ahead;
 /// - pages are grouped into a commit only in cursor order, each at most once;
-/// - only the direction whose commit started the run stops it (a newer page committed meanwhile
-///   does not cancel an older page's successors);
+/// - a commit ends the run only in the direction whose commit started it (a newer page
+///   committed meanwhile does not cancel an older page's successors);
 /// - a failed older load leaves what is on its way to finish (``Answer/request(afterDraining:)``):
 ///   the server has those requests, and an answer may carry a Retry-After the retry must hear;
 /// - after ``stop()``, every fetch is cancelled and nothing more starts.
@@ -81,7 +81,7 @@ extension FeedMachine: BackfillDecision {}
 
     /// What a backfill commit does while it waits for the pages close behind it.
     public enum Gathering: Sendable, Hashable {
-        /// Commit now, with what arrived (``group(after:next:in:backfill:)``).
+        /// Commit now, with what arrived (``group(after:next:in:backfill:now:)``).
         case commit
         /// Wait, and call ``commitDelayElapsed()`` at this instant: the one timer of this wait.
         case waitUntil(Instant)
@@ -475,8 +475,8 @@ private struct ReadAheadRun: Sendable {
 
 /// Pages fetched ahead that arrived, by cursor, with their items and payload bytes kept as
 /// running totals: the read-ahead weighs both every time it grows, which happens as each page's
-/// headers are read, on the way to the next request, where summing them over a long run cost a
-/// sixth of that way.
+/// headers are read, on the way to the next request, where summing a long run each time would
+/// hold that request back (BENCHMARKS.md).
 private struct ArrivedPages: Sendable {
     private var pages: [String: FeedPage] = [:]
     private(set) var items = 0
