@@ -174,6 +174,9 @@ private let transitions: [Transition] = [
     .init(
         name: "the request sent once more goes first on the new connection", before: idle + [.ask, .ask, .failed(1)], event: .connected(2),
         expected: [.write(r(2), on: c(2)), .arm(.request(r(2)), at: start + requestTimeout)]),
+    .init(
+        name: "a failure after the head on a reused connection fails the request", before: idle + [.ask, .head(1)], event: .failed(1),
+        expected: [.disarm(.idle(c(1))), .close(c(1)), .disarm(.request(r(2))), .fail(r(2), .connection)]),
     .init(name: "a failure of an older connection changes nothing", before: idle + [.ask, .failed(1), .connected(2)], event: .failed(1), expected: []),
     .init(name: "a failure while connecting changes nothing", before: [.ask], event: .failed(1), expected: []),
 
@@ -198,6 +201,9 @@ private let transitions: [Transition] = [
     .init(
         name: "the only request on the connection cancelled leaves no connection", before: onWire(), event: .cancel(1),
         expected: [.disarm(.request(r(1))), .close(c(1)), .fail(r(1), .cancelled)]),
+    .init(
+        name: "a waiting request cancelled is not written", before: onWire(waiting: 1) + [.cancel(2)], event: .ended(1),
+        expected: [.disarm(.request(r(1))), .arm(.idle(c(1)), at: start + idleTimeout), .answer(r(1))]),
     .init(name: "a request answered cancelled changes nothing", before: idle, event: .cancel(1), expected: []),
     .init(name: "a request cancelled while connecting is taken off the queue", before: [.ask], event: .cancel(1), expected: [.fail(r(1), .cancelled)]),
 
@@ -207,12 +213,17 @@ private let transitions: [Transition] = [
         name: "the idle timer moves on to the idle time from the connection's last idle start",
         before: idle + [.wait(.seconds(30)), .ask, .head(1), .ended(1), .wait(.seconds(30))], event: .idleTimer(1),
         expected: [.arm(.idle(c(1)), at: start + .seconds(30) + idleTimeout)]),
+    .init(
+        name: "the connection going idle again with its idle timer armed leaves it as it is",
+        before: idle + [.wait(.seconds(30)), .ask, .head(1)], event: .ended(1), expected: [.disarm(.request(r(2))), .answer(r(2))]),
     .init(name: "the idle timer firing while a request is on the connection does nothing", before: idle + [.ask], event: .idleTimer(1), expected: []),
     .init(
         name: "the connection going idle after a busy idle timer arms it again",
         before: idle + [.ask, .wait(idleTimeout), .idleTimer(1), .head(1)], event: .ended(1),
         expected: [.disarm(.request(r(2))), .arm(.idle(c(1)), at: start + idleTimeout + idleTimeout), .answer(r(2))]),
-    .init(name: "the idle timer of an older connection does nothing", before: idle + [.close, .ask, .connected(2)], event: .idleTimer(1), expected: []),
+    .init(
+        name: "the idle timer of an older connection does nothing", before: idle + [.close, .ask, .connected(2), .head(2), .ended(2)],
+        event: .idleTimer(1), expected: []),
 
     // Closing the walk
     .init(
@@ -265,6 +276,16 @@ private struct Violation: Error, CustomStringConvertible {
 
 /// A walk told random events by a shell and a server that keep account of what it asks for:
 /// which connections are open, what is on each, what has been answered, which timers are armed.
+///
+/// After every event: each request completes at most once, and only as the event allows (an
+/// answer only to the response the server just ended, a timeout only to its own timer); one
+/// connection open or being made; at most two requests on it, the second only after a success
+/// was framed, none on a connection the server closes or after a refused response; requests
+/// written and answered in the order asked; the next request on its way before the caller of
+/// the one before hears; a request's time armed as it goes out and only while it is on the wire;
+/// the idle timer armed only with nothing waiting, never over itself, closing only after the
+/// idle time; a cut-off sent once more exactly when it is an idle drop; events about older
+/// connections and late timers change nothing.
 private struct Simulation {
     /// Where the response to the first request on a connection has got to.
     enum Stage {
@@ -294,7 +315,19 @@ private struct Simulation {
     /// When each open connection last went idle or was made.
     var idleFrom: [Machine.ConnectionID: NIODeadline] = [:]
     var armed: [Machine.Timer: NIODeadline] = [:]
+    /// Timers fired or disarmed, which a late firing must find changing nothing.
+    var spent: [Machine.Timer] = []
     var connectionsSeen = 0
+    /// Connects asked for that the walk still waits for: closing the walk gives them up.
+    var liveConnects: Set<Machine.ConnectionID> = []
+    /// Connections that have ended a response.
+    var answeredOn: Set<Machine.ConnectionID> = []
+    /// Requests whose response head the server sent since they were last written.
+    var headSent: Set<Machine.RequestID> = []
+    /// Requests last written on a connection that had answered before, or written early.
+    var reused: Set<Machine.RequestID> = []
+    /// Requests sent once more after a cut-off.
+    var retried: Set<Machine.RequestID> = []
 
     init(seed: UInt64) {
         random = SplitMix64(seed: seed)
@@ -352,6 +385,7 @@ private struct Simulation {
             guard let (timer, deadline) = due.randomElement(using: &random) else { return }
             if deadline > driver.now { try deliver(.wait(deadline - driver.now)) }
             armed[timer] = nil
+            spent.append(timer)
             switch timer {
             case .request(let id): try deliver(.requestTimer(id.number))
             case .idle(let connection): try deliver(.idleTimer(connection.number))
@@ -359,7 +393,19 @@ private struct Simulation {
         case 17, 18:
             try deliver(.wait(.milliseconds(Int64(random.int(in: 0...40_000)))))
         default:
-            if random.chance(0.2) { try deliver(.close) }
+            if random.chance(0.2) {
+                try deliver(.close)
+                return
+            }
+            // A timer firing late, after it was stopped or had fired.
+            let late = spent.filter { armed[$0] == nil }
+            guard let timer = late.randomElement(using: &random) else { return }
+            let actions: [Action]
+            switch timer {
+            case .request(let id): actions = try deliver(.requestTimer(id.number))
+            case .idle(let connection): actions = try deliver(.idleTimer(connection.number))
+            }
+            guard actions.isEmpty else { throw Violation(description: "acted on \(timer) firing late: \(actions)") }
         }
     }
 
@@ -371,6 +417,7 @@ private struct Simulation {
             // The server's state changes as it sends, before the walk is told.
             if !keepAlive { closing.insert(connection) }
             stage[connection] = .head(status: status, keepAlive: keepAlive)
+            if let id = wire[connection]?.first { headSent.insert(id) }
             try deliver(.head(n, status: status, keepAlive: keepAlive))
             if (200..<300).contains(status), random.chance(0.1) { try refuse(on: connection) }
         case .head(let status, let keepAlive):
@@ -397,39 +444,73 @@ private struct Simulation {
     /// Tells the machine `event`, checks what it did and every invariant after it.
     @discardableResult
     private mutating func deliver(_ event: Event) throws -> [Action] {
-        let before = Set(open)
-        var answering: Machine.RequestID?
+        var context = Context(event: event)
+        var wantedConnect = false
+        var cutOff: [Machine.RequestID] = []
         switch event {
-        case .ask: break
         case .connected(let n):
             pendingConnects.removeAll { $0 == c(n) }
+            wantedConnect = liveConnects.remove(c(n)) != nil
             open.insert(c(n))
             idleFrom[c(n)] = driver.now
-        case .connectFailed(let n): pendingConnects.removeAll { $0 == c(n) }
-        case .ended(let n) where before.contains(c(n)):
+        case .connectFailed(let n):
+            pendingConnects.removeAll { $0 == c(n) }
+            liveConnects.remove(c(n))
+        case .ended(let n) where open.contains(c(n)):
             // The server's answer is done: the first request on the connection leaves it.
-            answering = wire[c(n)]?.first
-            if answering != nil { wire[c(n)]?.removeFirst() }
+            context.answering = wire[c(n)]?.first
+            if context.answering != nil { wire[c(n)]?.removeFirst() }
+            context.refusedEnd = refused.remove(c(n)) != nil
             stage[c(n)] = nil
-            refused.remove(c(n))
+            answeredOn.insert(c(n))
             idleFrom[c(n)] = driver.now
+        case .failed(let n) where open.contains(c(n)):
+            cutOff = wire[c(n)] ?? []
+        case .close:
+            liveConnects = []
         default: break
         }
         let actions = driver.send(event)
         log.append("\(event) -> \("\(actions)".replacing("HTTPFeedSource.PageWalkMachine.", with: ""))")
         if case .ask = event { asked.append(Machine.RequestID(number: asked.count + 1)) }
-        var armedIdle = false
         for action in actions {
-            try apply(action, for: event, answering: answering, armedIdle: &armedIdle)
+            try apply(action, in: &context)
         }
-        try checkInvariants(armedIdle: armedIdle)
+        if case .connected(let n) = event, wantedConnect == actions.contains(.close(c(n))) {
+            throw Violation(description: "c\(n) made \(wantedConnect ? "while the walk waited for it" : "after the walk gave it up"): \(actions)")
+        }
+        if let id = cutOff.first {
+            // Sent once more only when cut off before any answer on a connection that had
+            // answered before, and only once.
+            let mustFail = headSent.contains(id) || !reused.contains(id) || retried.contains(id)
+            if mustFail != (completions[id] != nil) { throw Violation(description: "\(id) cut off: failed \(!mustFail), must \(mustFail)") }
+            if !mustFail { retried.insert(id) }
+        }
+        for id in cutOff.dropFirst() where completions[id] != nil { throw Violation(description: "\(id), written early, failed with the connection") }
+        if case .ended(let n) = event, context.refusedEnd, open.contains(c(n)) || !outstanding.isEmpty {
+            throw Violation(description: "c\(n) kept after a refused response, \(outstanding) waiting")
+        }
+        try checkInvariants(armedIdle: context.armedIdle)
         return actions
     }
 
-    private mutating func apply(_ action: Action, for event: Event, answering: Machine.RequestID?, armedIdle: inout Bool) throws {
+    /// What the event being delivered says about the actions it may give.
+    private struct Context {
+        let event: Event
+        /// The request whose response the server just ended.
+        var answering: Machine.RequestID?
+        /// That response was refused.
+        var refusedEnd = false
+        var armedIdle = false
+    }
+
+    private mutating func apply(_ action: Action, in context: inout Context) throws {
+        let event = context.event
         switch action {
         case .connect(let connection):
             guard open.isEmpty else { throw Violation(description: "\(connection) opened while \(open) is open") }
+            guard liveConnects.isEmpty else { throw Violation(description: "\(connection) opened while \(liveConnects) is being made") }
+            liveConnects.insert(connection)
             guard connection.number == connectionsSeen + 1 else { throw Violation(description: "\(connection) is not a new connection") }
             connectionsSeen += 1
             pendingConnects.append(connection)
@@ -448,6 +529,8 @@ private struct Simulation {
             }
             if let last = lastWritten[connection], last >= id { throw Violation(description: "\(id) written after \(last) on \(connection)") }
             lastWritten[connection] = id
+            if answeredOn.contains(connection) || !onIt.isEmpty { reused.insert(id) } else { reused.remove(id) }
+            headSent.remove(id)
             wire[connection, default: []].append(id)
         case .close(let connection):
             guard open.remove(connection) != nil else { throw Violation(description: "closed \(connection), not open") }
@@ -459,24 +542,40 @@ private struct Simulation {
             closed.append(connection)
         case .arm(let timer, let deadline):
             guard deadline >= driver.now else { throw Violation(description: "\(timer) armed in the past") }
-            if case .idle = timer { armedIdle = true }
+            // Moved on or started, never armed again over itself.
+            guard armed[timer] == nil else { throw Violation(description: "\(timer) armed while armed") }
+            switch timer {
+            case .idle: context.armedIdle = true
+            case .request(let id):
+                // From when it goes out: written in this same event.
+                guard wire.values.contains(where: { $0.last == id }), deadline == driver.now + requestTimeout else {
+                    throw Violation(description: "\(id)'s time started at \(deadline - driver.now) before its end, not as it went out")
+                }
+            }
             armed[timer] = deadline
         case .disarm(let timer):
             armed[timer] = nil
+            spent.append(timer)
         case .answer(let id):
-            guard case .ended = event, id == answering else {
-                throw Violation(description: "\(id) answered on \(event), the server's answer was to \(answering.map { "\($0)" } ?? "none")")
+            guard case .ended(let n) = event, id == context.answering else {
+                throw Violation(description: "\(id) answered on \(event), the server's answer was to \(context.answering.map { "\($0)" } ?? "none")")
             }
             try complete(id)
-            if case .ended(let n) = event {
-                if let last = lastAnswered[c(n)], last >= id { throw Violation(description: "\(id) answered after \(last) on c\(n)") }
-                lastAnswered[c(n)] = id
+            if let last = lastAnswered[c(n)], last >= id { throw Violation(description: "\(id) answered after \(last) on c\(n)") }
+            lastAnswered[c(n)] = id
+            // The next request is on its way before the caller hears: on the connection, or connecting.
+            let next = open.contains(c(n)) && wire[c(n)]?.isEmpty == false || !liveConnects.isEmpty
+            if !context.refusedEnd, !outstanding.isEmpty, !next {
+                throw Violation(description: "\(id) answered before the next of \(outstanding) went out")
             }
         case .fail(let id, let failure):
             let allowed: Bool
             switch (event, failure) {
             case (.cancel(let n), .cancelled): allowed = n == id.number
-            case (.close, .cancelled), (.close, .closed), (.ended, .cancelled), (.connectFailed, .connection), (.failed, .connection): allowed = true
+            case (.close, .closed): allowed = wire.values.contains { $0.first == id }
+            case (.close, .cancelled): allowed = !wire.values.contains { $0.first == id }
+            case (.ended, .cancelled): allowed = context.refusedEnd
+            case (.connectFailed, .connection), (.failed, .connection): allowed = true
             case (.requestTimer(let n), .timedOut): allowed = n == id.number
             default: allowed = false
             }
