@@ -179,200 +179,165 @@ struct Ask {
     var promise: EventLoopPromise<PageWalk.Answer>
 }
 
-/// The walk's connection and requests, on its event loop only.
+/// The walk's I/O on its event loop only: performs what its ``PageWalkMachine`` decides, and
+/// keeps what the machine's ids stand for (callers, responses, channels, timers).
 final class WalkState {
-    /// A request on the connection, or waiting for it.
-    final class Request {
-        /// The caller waiting for it; `nil` once it gave up.
-        var ask: Ask?
-        var links: [WebLink]?
-        var status: HTTPResponseStatus?
-        var responseHeaders = HTTPHeaders()
-        var body = ByteBuffer()
-        /// Body bytes read, kept or not (after content decoding).
-        var bodyBytesRead = 0
-        var failure: (any Error)?
-        /// The server closes the connection after this response (`Connection: close`, or HTTP/1.0).
-        var closesConnection = false
-        /// Sent on a connection that had answered before: a close before any answer is the
-        /// server dropping an idle connection as the request went out, and is retried once.
-        var onReusedConnection = false
-        var retried = false
-        /// Ends the request if its response has not ended within the request timeout.
-        var deadline: Scheduled<Void>?
-        /// Its number among the requests written, which its timer names.
-        var serial = 0
+    private typealias Machine = PageWalkMachine
 
-        init(_ ask: Ask) {
-            self.ask = ask
-        }
+    /// A caller's request and what has been read of its response.
+    private struct Exchange {
+        var ask: Ask
+        var response = PageWalkResponse()
     }
 
     private let settings: PageWalk.Settings
     private let loop: any EventLoop
     private let box: NIOLoopBoundBox<WalkState?>
-    /// Tells this state from those before it in the box, for a connection or a timer that
-    /// completes late; numbers, because a new object may have an old one's address.
-    private let generation = WalkState.generations.add(1, ordering: .relaxed).newValue
-    private static let generations = Atomic<Int>(0)
-    /// Tells a request's timer from another's, for the same reason.
-    private var requestsWritten = 0
-    private var channel: (any Channel)?
-    private var connecting = false
-    private var answered = 0
-    /// The request on the connection; its deadline goes with it.
-    private var current: Request? {
-        didSet { if oldValue !== current { oldValue?.deadline?.cancel() } }
-    }
-    /// Asked for, to go out after `current`, in order.
-    private var queue: [Request] = []
-    /// Written once `current`'s response was complete on the wire, before its body was decoded:
-    /// current next. Set only while that response is handed through the pipeline.
-    private var writtenEarly: Request?
-    /// Closes the connection once it has been idle for the idle timeout. Armed once and moved
-    /// on when it fires, not re-armed for every request: a backfill's connection goes idle
-    /// between every two pages, for microseconds.
-    private var idleTimer: Scheduled<Void>?
-    /// When the connection last went idle.
-    private var idleSince = NIODeadline.now()
+    private var machine: Machine
+    private var exchanges: [Machine.RequestID: Exchange] = [:]
+    private var channels: [Machine.ConnectionID: any Channel] = [:]
+    private var timers: [Machine.Timer: Scheduled<Void>] = [:]
 
     init(settings: PageWalk.Settings, loop: any EventLoop, box: NIOLoopBoundBox<WalkState?>) {
         self.settings = settings
         self.loop = loop
         self.box = box
+        machine = Machine(requestTimeout: TimeAmount(settings.requestTimeout), idleTimeout: settings.idleTimeout)
     }
 
     /// Requests asked for and not yet written.
-    var waitingCount: Int { queue.count }
+    var waitingCount: Int { machine.waiting }
 
+    /// A caller's request: it goes out now, or once the connection is free or made.
     func ask(_ ask: Ask) {
-        queue.append(Request(ask))
-        sendNext()
+        let (id, actions) = machine.ask(at: .now())
+        exchanges[id] = Exchange(ask: ask)
+        perform(actions)
     }
 
     /// A caller gave up (its task was cancelled, or its deadline passed).
     func cancel(_ promise: EventLoopPromise<PageWalk.Answer>) {
-        let matches = { (request: Request) in request.ask?.promise.futureResult === promise.futureResult }
-        if let index = queue.firstIndex(where: matches) {
-            queue.remove(at: index)
-        } else if let request = [current, writtenEarly].compactMap({ $0 }).first(where: matches) {
-            request.ask = nil
-            // A request nobody waits for holds the connection until it ends; a stalled server
-            // would hold it forever. Closing it is what AsyncHTTPClient does too; the requests
-            // other callers wait for go out on a new one.
-            dropConnection()
-        } else {
-            return
-        }
-        promise.fail(CancellationError())
+        guard let id = exchanges.first(where: { $0.value.ask.promise.futureResult === promise.futureResult })?.key else { return }
+        perform(machine.cancel(id))
     }
 
-    /// Closes the connection under the request on it, which nobody waits for any more, and
-    /// sends the waiting ones on a new connection.
-    private func dropConnection() {
-        let channel = detachChannel()
-        current = nil
-        requeueWrittenEarly()
-        channel?.close(promise: nil)
-        sendNext()
-        if self.channel == nil, !connecting { box.value = nil }
-    }
-
-    /// Closes the connection: every request on it or waiting fails.
+    /// Closes the connection: every request on it or waiting fails. Completes once it is closed.
     @discardableResult
     func close() -> EventLoopFuture<Void> {
-        let channel = detachChannel()
-        fail(current, with: ChannelError.ioOnClosedChannel)
-        current = nil
-        // As if it had waited: it fails with the others.
-        requeueWrittenEarly()
-        let waiting = queue
-        queue = []
-        for request in waiting { fail(request, with: CancellationError()) }
-        // A connection still being made is closed as it completes: it finds another state, or none.
-        box.value = nil
-        guard let channel else { return loop.makeSucceededVoidFuture() }
-        let closed = loop.makePromise(of: Void.self)
-        channel.close(promise: closed)
-        // Closed already (by the server, say) is closed.
-        return closed.futureResult.recover { _ in }
+        EventLoopFuture.andAllComplete(perform(machine.close()), on: loop)
     }
 
-    // MARK: The connection
+    // MARK: From the connection and its handlers
 
-    /// Takes the connection off this state, with its idle timer, for the caller to close.
-    private func detachChannel() -> (any Channel)? {
-        idleTimer?.cancel()
-        idleTimer = nil
-        defer { channel = nil }
-        return channel
+    /// The response being read on `connection` is complete on the wire.
+    func responseFramed(on connection: PageWalkMachine.ConnectionID) {
+        perform(machine.framed(on: connection, at: .now()))
     }
 
-    /// `current`'s response is complete on the wire, its body not yet decompressed or handed on:
-    /// after a success that keeps the connection, the next request goes out now.
-    func responseFramed(on reading: any Channel) {
-        guard reading === channel, let request = current, writtenEarly == nil, request.ask != nil, request.failure == nil,
-              !request.closesConnection, let status = request.status, (200..<300).contains(status.code),
-              let channel, !queue.isEmpty
-        else { return }
-        let next = queue.removeFirst()
-        writtenEarly = next
-        write(next, on: channel, asCurrent: false)
-        // The connection has answered: one that closes before answering this is an idle drop.
-        next.onReusedConnection = true
-    }
-
-    /// The request written early goes first again, on the next connection: the one it went out
-    /// on is gone before its answer (a GET, so asking again is safe), unless nobody waits for it.
-    private func requeueWrittenEarly() {
-        guard let early = writtenEarly else { return }
-        writtenEarly = nil
-        early.deadline?.cancel()
-        early.deadline = nil
-        if early.ask != nil { queue.insert(early, at: 0) }
-    }
-
-    private func sendNext() {
-        guard current == nil, !connecting else { return }
-        if let early = writtenEarly {
-            // On the connection already: it only becomes the one whose answer comes next.
-            writtenEarly = nil
-            current = early
-            return
+    /// A part of the response read on `connection`; one that belongs to no caller is dropped.
+    func received(_ part: HTTPClientResponsePart, on connection: PageWalkMachine.ConnectionID) {
+        guard let id = machine.reading(on: connection), exchanges[id] != nil else { return }
+        switch part {
+        case .head(let head):
+            guard let ask = exchanges[id]?.ask else { return }
+            exchanges[id]?.response.head = head
+            machine.head(on: connection, status: Int(head.status.code), keepAlive: head.isKeepAlive)
+            guard (200..<300).contains(head.status.code) else { return }
+            if let failure = HTTPFeedSource.declaredTooLarge(head.headers, limit: settings.maxBodyBytes, label: ask.label) {
+                refuse(id, on: connection, failure)
+                return
+            }
+            let links = LinkHeader.parse(head.headers["link"], base: ask.url)
+            exchanges[id]?.response.links = links
+            // May ask for the next page, which then goes out as this response ends.
+            ask.onLinks?(links)
+        case .body(var part):
+            guard exchanges[id]?.response.read(&part, limit: settings.maxBodyBytes) == false, let label = exchanges[id]?.ask.label else { return }
+            refuse(id, on: connection, FeedError(.tooLarge, "\(label): the body exceeds the limit of \(settings.maxBodyBytes) bytes"))
+        case .end:
+            if let head = exchanges[id]?.response.head, let bytesRead = exchanges[id]?.response.bodyBytesRead {
+                exchanges[id]?.ask.onWireBytes?(WireSize.response(status: head.status, headers: head.headers, bodyBytesRead: bytesRead))
+            }
+            perform(machine.ended(on: connection, at: .now()))
         }
-        guard let channel else {
-            if !queue.isEmpty { connect() }
-            return
-        }
-        guard !queue.isEmpty else {
-            armIdleTimerIfIdle()
-            return
-        }
-        let request = queue.removeFirst()
-        write(request, on: channel)
     }
 
-    private func write(_ request: Request, on channel: any Channel, asCurrent: Bool = true) {
-        guard let ask = request.ask else { return }
-        if asCurrent { current = request }
-        requestsWritten += 1
-        request.serial = requestsWritten
-        let box = self.box, generation = self.generation, serial = request.serial
-        request.deadline = loop.scheduleTask(in: TimeAmount(settings.requestTimeout)) {
-            guard let state = box.value, state.generation == generation else { return }
-            state.timedOut(serial)
-        }
-        request.onReusedConnection = answered > 0
-        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(ask.url))
-        head.headers = ask.headers
-        head.headers.replaceOrAdd(name: "Host", value: settings.hostHeader)
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+    /// The connection failed or closed.
+    func failed(_ error: any Error, on connection: PageWalkMachine.ConnectionID) {
+        perform(machine.failed(on: connection), error: error)
     }
 
-    private func connect() {
-        connecting = true
-        answered = 0
+    private func refuse(_ id: Machine.RequestID, on connection: Machine.ConnectionID, _ failure: FeedError) {
+        exchanges[id]?.response.failure = failure
+        machine.refused(on: connection)
+    }
+
+    private func connected(_ connection: Machine.ConnectionID, _ result: Result<any Channel, any Error>) {
+        switch result {
+        case .success(let channel):
+            channels[connection] = channel
+            perform(machine.connected(connection, at: .now()))
+        case .failure(let error):
+            perform(machine.connectFailed(connection), error: error)
+        }
+    }
+
+    private func fired(_ timer: Machine.Timer) {
+        timers[timer] = nil
+        perform(machine.timerFired(timer, at: .now()))
+    }
+
+    // MARK: Performing
+
+    /// Performs `actions` in order; `error` is the event's, for ``PageWalkMachine/Failure/connection``.
+    /// Returns the closes of the connections closed, each complete once its channel is.
+    @discardableResult
+    private func perform(_ actions: [Machine.Action], error: (any Error)? = nil) -> [EventLoopFuture<Void>] {
+        var closing: [EventLoopFuture<Void>] = []
+        for action in actions {
+            switch action {
+            case .connect(let connection):
+                connect(connection)
+            case .write(let id, let connection):
+                guard let channel = channels[connection], let ask = exchanges[id]?.ask else { continue }
+                exchanges[id]?.response = PageWalkResponse()
+                var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: Self.target(ask.url))
+                head.headers = ask.headers
+                head.headers.replaceOrAdd(name: "Host", value: settings.hostHeader)
+                channel.write(HTTPClientRequestPart.head(head), promise: nil)
+                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+            case .close(let connection):
+                guard let channel = channels.removeValue(forKey: connection) else { continue }
+                let closed = loop.makePromise(of: Void.self)
+                channel.close(promise: closed)
+                closing.append(closed.futureResult)
+            case .arm(let timer, let deadline):
+                let box = self.box
+                timers[timer]?.cancel()
+                timers[timer] = loop.scheduleTask(deadline: deadline) { box.value?.fired(timer) }
+            case .disarm(let timer):
+                timers.removeValue(forKey: timer)?.cancel()
+            case .answer(let id):
+                guard let exchange = exchanges.removeValue(forKey: id) else { continue }
+                exchange.ask.promise.completeWith(exchange.response.answer(label: exchange.ask.label))
+            case .fail(let id, let failure):
+                guard let exchange = exchanges.removeValue(forKey: id) else { continue }
+                exchange.ask.promise.fail(self.error(failure, exchange.ask, error))
+            }
+        }
+        return closing
+    }
+
+    private func error(_ failure: Machine.Failure, _ ask: Ask, _ eventError: (any Error)?) -> any Error {
+        switch failure {
+        case .cancelled: CancellationError()
+        case .closed: ChannelError.ioOnClosedChannel
+        case .timedOut: HTTPFeedSource.timeoutError(ask.label, after: settings.requestTimeout)
+        case .connection: eventError ?? ChannelError.ioOnClosedChannel
+        }
+    }
+
+    private func connect(_ connection: Machine.ConnectionID) {
         let settings = self.settings, box = self.box
         var bootstrap = ClientBootstrap(group: loop).connectTimeout(settings.connectTimeout)
         bootstrap = bootstrap.channelInitializer { channel in
@@ -385,147 +350,20 @@ final class WalkState {
                     try operations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: name))
                 }
                 try operations.addHTTPClientHandlers()
-                try operations.addHandler(FramedResponseHandler(box: box, holdLimit: settings.maxBodyBytes))
+                try operations.addHandler(FramedResponseHandler(box: box, connection: connection, holdLimit: settings.maxBodyBytes))
                 if let limit = settings.decompressionLimit {
                     try operations.addHandler(NIOHTTPResponseDecompressor(limit: .size(limit)))
                 }
-                try operations.addHandler(WalkHandler(box: box))
+                try operations.addHandler(WalkHandler(box: box, connection: connection))
             }
         }
-        let generation = self.generation
         bootstrap.connect(host: settings.host, port: settings.port).whenComplete { result in
-            guard let state = box.value, state.generation == generation else {
+            guard let state = box.value else {
                 if case .success(let channel) = result { channel.close(promise: nil) }
                 return
             }
-            state.connected(result)
+            state.connected(connection, result)
         }
-    }
-
-    private func connected(_ result: Result<any Channel, any Error>) {
-        connecting = false
-        switch result {
-        case .success(let channel):
-            self.channel = channel
-            sendNext()
-        case .failure(let error):
-            // Every request waiting for this connection gets the reason it could not be made.
-            let waiting = queue
-            queue = []
-            for request in waiting { fail(request, with: error) }
-            box.value = nil
-        }
-    }
-
-    private func armIdleTimerIfIdle() {
-        guard current == nil, queue.isEmpty, channel != nil else { return }
-        idleSince = .now()
-        if idleTimer == nil { armIdleTimer(at: idleSince + settings.idleTimeout) }
-    }
-
-    private func armIdleTimer(at deadline: NIODeadline) {
-        let box = self.box
-        idleTimer = loop.scheduleTask(deadline: deadline) { box.value?.idleTimerFired() }
-    }
-
-    private func idleTimerFired() {
-        idleTimer = nil
-        guard current == nil, queue.isEmpty, channel != nil else { return }
-        let deadline = idleSince + settings.idleTimeout
-        if deadline > .now() { armIdleTimer(at: deadline) } else { close() }
-    }
-
-    // MARK: The response, from the handler
-
-    func received(_ part: HTTPClientResponsePart, on reading: any Channel) {
-        guard reading === channel, let request = current else { return }
-        switch part {
-        case .head(let head):
-            request.status = head.status
-            request.responseHeaders = head.headers
-            request.closesConnection = !head.isKeepAlive
-            guard (200..<300).contains(head.status.code) else { return }
-            guard let ask = request.ask else { return }
-            request.failure = HTTPFeedSource.declaredTooLarge(head.headers, limit: settings.maxBodyBytes, label: ask.label)
-            guard request.failure == nil else { return }
-            let links = LinkHeader.parse(head.headers["link"], base: ask.url)
-            request.links = links
-            // May ask for the next page, which then goes out as this response ends.
-            ask.onLinks?(links)
-        case .body(var part):
-            request.bodyBytesRead += part.readableBytes
-            guard let status = request.status, (200..<300).contains(status.code), request.failure == nil, let ask = request.ask else { return }
-            if request.body.readableBytes + part.readableBytes > settings.maxBodyBytes {
-                request.failure = FeedError(.tooLarge, "\(ask.label): the body exceeds the limit of \(settings.maxBodyBytes) bytes")
-                return
-            }
-            request.body.writeBuffer(&part)
-        case .end:
-            answered += 1
-            current = nil
-            guard let ask = request.ask else { return }
-            if let status = request.status {
-                ask.onWireBytes?(WireSize.response(status: status, headers: request.responseHeaders, bodyBytesRead: request.bodyBytesRead))
-            }
-            let answer = answer(to: request, ask)
-            if request.failure != nil {
-                // The rest of an oversized body is not read: the connection goes with it.
-                ask.promise.completeWith(answer)
-                close()
-                return
-            }
-            if request.closesConnection {
-                // Nothing more goes on this connection: the next request opens a new one.
-                detachChannel()?.close(promise: nil)
-            }
-            // The next request goes out before the caller hears of this answer: hearing of it
-            // runs the caller's code, and the server would wait for that.
-            sendNext()
-            ask.promise.completeWith(answer)
-        }
-    }
-
-    private func answer(to request: Request, _ ask: Ask) -> Result<PageWalk.Answer, any Error> {
-        if let failure = request.failure { return .failure(failure) }
-        guard let status = request.status else { return .failure(ChannelError.ioOnClosedChannel) }
-        switch status.code {
-        case 200..<300: return .success(.page(request.body, links: request.links ?? [], headers: request.responseHeaders))
-        case 300..<400: return .success(.redirect)
-        default: return .failure(HTTPFeedSource.statusError(status, request.responseHeaders, label: ask.label))
-        }
-    }
-
-    /// The request on the connection got no complete response in time: it fails as the pool's
-    /// would, and the requests waiting behind it go out on a new connection, each with its full time.
-    private func timedOut(_ serial: Int) {
-        guard let request = current, request.serial == serial, let ask = request.ask else { return }
-        request.ask = nil
-        dropConnection()
-        ask.promise.fail(HTTPFeedSource.timeoutError(ask.label, after: settings.requestTimeout))
-    }
-
-    /// The connection failed or closed under a request.
-    func failed(_ error: any Error, on failing: any Channel) {
-        guard failing === channel else { return }
-        detachChannel()?.close(promise: nil)
-        // Behind the failed one in the queue, where the retried one, if any, goes in front.
-        requeueWrittenEarly()
-        if let request = current {
-            current = nil
-            if request.status == nil, request.onReusedConnection, !request.retried, request.ask != nil {
-                // The server closed an idle keep-alive connection as the request went out.
-                request.retried = true
-                queue.insert(request, at: 0)
-            } else {
-                fail(request, with: error)
-            }
-        }
-        if queue.isEmpty { box.value = nil } else { sendNext() }
-    }
-
-    private func fail(_ request: Request?, with error: any Error) {
-        request?.ask?.promise.fail(error)
-        request?.ask = nil
     }
 
     /// Path and query, as the request line wants them.
@@ -533,89 +371,5 @@ final class WalkState {
         let path = url.path(percentEncoded: true)
         let query = url.query(percentEncoded: true)
         return (path.isEmpty ? "/" : path) + (query.map { "?" + $0 } ?? "")
-    }
-}
-
-/// Holds a response's body parts, as read (compressed), until its end: tells the walk that the
-/// response is complete on the wire, so the next request goes out, then passes them on to be
-/// decompressed and read.
-///
-/// A body longer than `holdLimit` is passed on as it comes, so the walk's own limits see it as
-/// before and nothing grows without bound here; its next request then goes out after it.
-private final class FramedResponseHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias InboundOut = HTTPClientResponsePart
-
-    private let box: NIOLoopBoundBox<WalkState?>
-    private let holdLimit: Int
-    private var held: [ByteBuffer] = []
-    private var heldBytes = 0
-    /// This response's body goes on as it comes.
-    private var passing = false
-
-    init(box: NIOLoopBoundBox<WalkState?>, holdLimit: Int) {
-        self.box = box
-        self.holdLimit = holdLimit
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head:
-            passing = false
-            context.fireChannelRead(data)
-        case .body(let part):
-            if passing {
-                context.fireChannelRead(data)
-                return
-            }
-            held.append(part)
-            heldBytes += part.readableBytes
-            if heldBytes > holdLimit {
-                passing = true
-                passOn(context)
-            }
-        case .end:
-            if !passing { box.value?.responseFramed(on: context.channel) }
-            passOn(context)
-            context.fireChannelRead(data)
-        }
-    }
-
-    private func passOn(_ context: ChannelHandlerContext) {
-        let parts = held
-        held = []
-        heldBytes = 0
-        for part in parts { context.fireChannelRead(wrapInboundOut(.body(part))) }
-    }
-}
-
-/// Hands the responses and the connection's end to the walk.
-private final class WalkHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-
-    private let box: NIOLoopBoundBox<WalkState?>
-    private var ended = false
-
-    init(box: NIOLoopBoundBox<WalkState?>) {
-        self.box = box
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        box.value?.received(unwrapInboundIn(data), on: context.channel)
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        end(error, context.channel)
-        context.close(promise: nil)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        end(ChannelError.eof, context.channel)
-    }
-
-    private func end(_ error: any Error, _ channel: any Channel) {
-        guard !ended else { return }
-        ended = true
-        box.value?.failed(error, on: channel)
     }
 }
