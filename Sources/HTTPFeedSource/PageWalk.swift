@@ -13,15 +13,15 @@ import SyncCore
 /// A backfill is a chain: every page's request needs the `Link` header of the page before. Over
 /// AsyncHTTPClient, each link of that chain went from the response's read to the caller's task,
 /// through the coordinator's actor and the request's tasks, into the pool and down to the
-/// socket: ~150 µs a page on loopback, as long in all as the server's own answers
-/// (BENCHMARKS.md). Here the handler tells the caller a success's links as its headers are read;
+/// socket, which on loopback cost about as much as the server's own answers (measured:
+/// BENCHMARKS.md, sync against the wire's floor). Here the handler tells the caller a success's links as its headers are read;
 /// the backfill's next request, started from there, runs right after that read on the same
 /// thread and is written to the connection at once (or as the response ends, if it is still
 /// being read), with no pool, timeout task or other thread on the way.
 ///
 /// The next request goes out as soon as a response is complete on the wire, before its body is
-/// decompressed and handed on: the server works on the next page while this one is decoded
-/// (a backfill of 100,000 items over loopback took ~10% less time; BENCHMARKS.md). Still only one
+/// decompressed and handed on: the server works on the next page while this one is decoded.
+/// Still only one
 /// request is on the connection at a time (no pipelining), so any HTTP/1.1 server works, and
 /// nothing is ever asked for that a caller did not ask for. Only a success is
 /// answered here: a redirect is handed back to the caller, which follows it over

@@ -476,7 +476,7 @@ private struct ReadAheadRun: Sendable {
 /// Pages fetched ahead that arrived, by cursor, with their items and payload bytes kept as
 /// running totals: the read-ahead weighs both every time it grows, which happens as each page's
 /// headers are read, on the way to the next request, where summing a long run each time would
-/// hold that request back (BENCHMARKS.md).
+/// hold that request back.
 private struct ArrivedPages: Sendable {
     private var pages: [String: FeedPage] = [:]
     private(set) var items = 0
