@@ -1,11 +1,17 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-/// NetlinkProbe (network namespaces, veth pairs, raw netlink listeners, subprocesses) is test and
-/// measurement tooling, not part of what syncd ships. The in-repo Benchmarks package, a package of
-/// its own, sets SYNCD_DEVELOPMENT_PRODUCTS=1 to see it as a product; nobody else does.
+/// Test and measurement tooling, not part of what syncd ships: NetlinkProbe (network namespaces,
+/// veth pairs, raw netlink listeners, subprocesses) and SyncdTesting (the demo feed server's
+/// fault injection). The in-repo Benchmarks package, a package of its own, sets
+/// SYNCD_DEVELOPMENT_PRODUCTS=1 to see them as products; nobody else does. This package's own
+/// tests depend on the targets directly, and `swift build` builds the tooling executable
+/// (`demo-feed-faults`) with everything else.
 let developmentProducts: [Product] = Context.environment["SYNCD_DEVELOPMENT_PRODUCTS"] == "1"
-    ? [.library(name: "NetlinkProbe", targets: ["NetlinkProbe"])]
+    ? [
+        .library(name: "NetlinkProbe", targets: ["NetlinkProbe"]),
+        .library(name: "SyncdTesting", targets: ["SyncdTesting"]),
+    ]
     : []
 
 let package = Package(
@@ -208,16 +214,34 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        /// Reference feed server with fault injection (demo and tests).
+        /// Reference feed server (demo and tests), with a per-request hook that tooling plugs into.
         .target(
             name: "DemoFeedServer",
             dependencies: [
-                "SyncCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        /// The demo feed server's command line, shared by `demo-feed` and `demo-feed-faults`.
+        .target(
+            name: "DemoFeedCLI",
+            dependencies: [
+                "DemoFeedServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// Development only: the demo feed server's fault injection (a request hook), for tests
+        /// and benchmarks.
+        .target(
+            name: "SyncdTesting",
+            dependencies: [
+                "DemoFeedServer", "SyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         /// Varlink wire protocol: NUL-delimited JSON over AF_UNIX, server and client.
@@ -297,11 +321,13 @@ let package = Package(
         ),
         .executableTarget(
             name: "demo-feed",
-            dependencies: [
-                "DemoFeedServer",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["DemoFeedCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        /// Development only (no product): `demo-feed` with fault injection, for tests that run the
+        /// server as a process of its own.
+        .executableTarget(
+            name: "demo-feed-faults",
+            dependencies: ["DemoFeedCLI", "DemoFeedServer", "SyncdTesting", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "netmon",
@@ -375,7 +401,7 @@ let package = Package(
         .testTarget(
             name: "HTTPFeedSourceTests",
             dependencies: [
-                "HTTPFeedSource", "DemoFeedServer", "SyncCore", "SyncCoordinator", "SyncStore", "TestSupport",
+                "HTTPFeedSource", "DemoFeedServer", "SyncdTesting", "SyncCore", "SyncCoordinator", "SyncStore", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -392,9 +418,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncdTests",
-            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "DemoFeedServer", "TestSupport", "NetlinkProbe", "LinkCost"]
+            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "TestSupport", "NetlinkProbe", "LinkCost"]
         ),
-        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "SyncdTesting", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         /// Helpers shared by tests: network namespaces, subprocesses, root checks.
         .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport", exclude: ["Oracle"]),
     ],

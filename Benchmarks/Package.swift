@@ -88,6 +88,7 @@ let package = Package(
             dependencies: [
                 "SyncBenchmarkSupport",
                 .product(name: "DemoFeedServer", package: "syncd"),
+                .product(name: "SyncdTesting", package: "syncd"),
                 .product(name: "NetlinkMonitor", package: "syncd"),
                 .product(name: "ConnectivityPolicy", package: "syncd"),
                 .product(name: "SyncCoordinator", package: "syncd"),

@@ -6,6 +6,7 @@ import FoundationNetworking
 import GRDB
 import SyncCore
 import SyncStore
+import SyncdTesting
 import Testing
 import TestSupport
 
