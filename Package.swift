@@ -5,8 +5,8 @@ import PackageDescription
 /// veth pairs, raw netlink listeners, subprocesses) and SyncdTesting (the demo feed server's
 /// fault injection). The in-repo Benchmarks package, a package of its own, sets
 /// SYNCD_DEVELOPMENT_PRODUCTS=1 to see them as products; nobody else does. This package's own
-/// tests depend on the targets directly, and `swift build` builds the tooling executable
-/// (`demo-feed-faults`) with everything else.
+/// tests depend on the targets directly, and `swift build` builds the tooling executables
+/// (`demo-feed-faults`, `netprobe`) with everything else.
 let developmentProducts: [Product] = Context.environment["SYNCD_DEVELOPMENT_PRODUCTS"] == "1"
     ? [
         .library(name: "NetlinkProbe", targets: ["NetlinkProbe"]),
@@ -174,7 +174,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        /// Measurement tools: a raw netlink listener and in-process link changes, for latency probes.
+        /// Development only: network namespaces and veth pairs, a raw netlink listener and in-process
+        /// link changes for latency probes, subprocesses.
         .target(
             name: "NetlinkProbe",
             dependencies: ["CNetlink", "NetlinkMonitor", "ConnectivityPolicy"]
@@ -332,9 +333,17 @@ let package = Package(
         .executableTarget(
             name: "netmon",
             dependencies: [
+                "NetlinkMonitor", "ConnectivityPolicy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        /// Development only (no product): the monitor demonstrated and measured in namespaces of
+        /// its own (`netprobe demo`, `netprobe latency`).
+        .executableTarget(
+            name: "netprobe",
+            dependencies: [
                 "NetlinkMonitor", "NetlinkProbe", "ConnectivityPolicy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
