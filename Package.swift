@@ -355,7 +355,6 @@ let package = Package(
             dependencies: [
                 "LinkCost", "ConnectivityPolicy", "NetlinkMonitor", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
@@ -384,7 +383,7 @@ let package = Package(
             name: "ReachabilityTests",
             dependencies: ["Reachability", "NetlinkMonitor", "NameResolution", "ConnectivityPolicy", "TestSupport"]
         ),
-        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport"]),
+        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport"]),
         .testTarget(
             name: "NetlinkMonitorTests",
             dependencies: [
