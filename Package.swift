@@ -175,7 +175,7 @@ let package = Package(
             ]
         ),
         /// Development only: network namespaces and veth pairs, a raw netlink listener and in-process
-        /// link changes for latency probes, subprocesses.
+        /// link changes for latency probes, and the one process spawner of tests and benchmarks.
         .target(
             name: "NetlinkProbe",
             dependencies: ["CNetlink", "NetlinkMonitor", "ConnectivityPolicy"]
@@ -429,7 +429,7 @@ let package = Package(
             dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "TestSupport", "NetlinkProbe", "LinkCost"]
         ),
         .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "SyncdTesting", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
-        /// Helpers shared by tests: network namespaces, subprocesses, root checks.
+        /// Helpers shared by tests (clocks, waits, root checks, build products); re-exports NetlinkProbe.
         .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport", exclude: ["Oracle"]),
     ],
     swiftLanguageModes: [.v6]

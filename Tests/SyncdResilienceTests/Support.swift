@@ -57,13 +57,13 @@ struct FeedSetup: Sendable {
 /// A temporary directory holding syncd's configuration, store, control socket and logs, and the
 /// runs of the real `syncd` executable started from it.
 final class DaemonHarness: Sendable {
-    let directory: ScratchDirectory
+    let directory: TemporaryDirectory
     let configPath: String
     let storePath: String
     let socketPath: String
     let test: String
     let seed: UInt64
-    private let runs = Mutex<[DaemonProcess]>([])
+    private let runs = Mutex<[ChildProcess]>([])
 
     init(
         test: String, seed: UInt64, feeds: [FeedSetup],
@@ -71,7 +71,7 @@ final class DaemonHarness: Sendable {
     ) throws {
         self.test = test
         self.seed = seed
-        directory = try ScratchDirectory(prefix: "syncd-resilience")
+        directory = try TemporaryDirectory(prefix: "syncd-resilience")
         configPath = directory.file("syncd.toml")
         storePath = directory.file("state/syncd.sqlite")
         socketPath = directory.file("run/io.syncd")
@@ -96,10 +96,10 @@ final class DaemonHarness: Sendable {
     }
 
     /// Starts a new run of `syncd`; its output goes to `syncd-N.log`.
-    func start() throws -> DaemonProcess {
+    func start() throws -> ChildProcess {
         let syncd = try BuildProducts.path("syncd")
         return try runs.withLock { runs in
-            let process = try DaemonProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
+            let process = try ChildProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
             runs.append(process)
             return process
         }
@@ -116,7 +116,7 @@ final class DaemonHarness: Sendable {
 
     /// Waits (bounded) until the control socket answers `GetStatus`. The bound is a hang guard:
     /// a start-up that a loaded machine slows down still passes.
-    func waitUntilServing(_ process: DaemonProcess, timeout: Duration = hangGuard * 2) async throws -> ControlStatus {
+    func waitUntilServing(_ process: ChildProcess, timeout: Duration = hangGuard * 2) async throws -> ControlStatus {
         let deadline = ContinuousClock.now + timeout
         var lastError: (any Error)?
         while ContinuousClock.now < deadline {
