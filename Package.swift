@@ -1,11 +1,17 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-/// NetlinkProbe (network namespaces, veth pairs, raw netlink listeners, subprocesses) is test and
-/// measurement tooling, not part of what syncd ships. The in-repo Benchmarks package, a package of
-/// its own, sets SYNCD_DEVELOPMENT_PRODUCTS=1 to see it as a product; nobody else does.
+/// Test and measurement tooling, not part of what syncd ships: NetlinkProbe (network namespaces,
+/// veth pairs, raw netlink listeners, subprocesses) and SyncdTesting (the demo feed server's
+/// fault injection). The in-repo Benchmarks package, a package of its own, sets
+/// SYNCD_DEVELOPMENT_PRODUCTS=1 to see them as products; nobody else does. This package's own
+/// tests depend on the targets directly, and `swift build` builds the tooling executables
+/// (`demo-feed-faults`, `netprobe`) with everything else.
 let developmentProducts: [Product] = Context.environment["SYNCD_DEVELOPMENT_PRODUCTS"] == "1"
-    ? [.library(name: "NetlinkProbe", targets: ["NetlinkProbe"])]
+    ? [
+        .library(name: "NetlinkProbe", targets: ["NetlinkProbe"]),
+        .library(name: "SyncdTesting", targets: ["SyncdTesting"]),
+    ]
     : []
 
 let package = Package(
@@ -168,7 +174,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        /// Measurement tools: a raw netlink listener and in-process link changes, for latency probes.
+        /// Development only: network namespaces and veth pairs, a raw netlink listener and in-process
+        /// link changes for latency probes, and the one process spawner of tests and benchmarks.
         .target(
             name: "NetlinkProbe",
             dependencies: ["CNetlink", "NetlinkMonitor", "ConnectivityPolicy"]
@@ -208,16 +215,34 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        /// Reference feed server with fault injection (demo and tests).
+        /// Reference feed server (demo and tests), with a per-request hook that tooling plugs into.
         .target(
             name: "DemoFeedServer",
             dependencies: [
-                "SyncCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        /// The demo feed server's command line, shared by `demo-feed` and `demo-feed-faults`.
+        .target(
+            name: "DemoFeedCLI",
+            dependencies: [
+                "DemoFeedServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// Development only: the demo feed server's fault injection (a request hook), for tests
+        /// and benchmarks.
+        .target(
+            name: "SyncdTesting",
+            dependencies: [
+                "DemoFeedServer", "SyncCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         /// Varlink wire protocol: NUL-delimited JSON over AF_UNIX, server and client.
@@ -297,18 +322,28 @@ let package = Package(
         ),
         .executableTarget(
             name: "demo-feed",
-            dependencies: [
-                "DemoFeedServer",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["DemoFeedCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        /// Development only (no product): `demo-feed` with fault injection, for tests that run the
+        /// server as a process of its own.
+        .executableTarget(
+            name: "demo-feed-faults",
+            dependencies: ["DemoFeedCLI", "DemoFeedServer", "SyncdTesting", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "netmon",
             dependencies: [
+                "NetlinkMonitor", "ConnectivityPolicy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        /// Development only (no product): the monitor demonstrated and measured in namespaces of
+        /// its own (`netprobe demo`, `netprobe latency`).
+        .executableTarget(
+            name: "netprobe",
+            dependencies: [
                 "NetlinkMonitor", "NetlinkProbe", "ConnectivityPolicy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
@@ -320,7 +355,6 @@ let package = Package(
             dependencies: [
                 "LinkCost", "ConnectivityPolicy", "NetlinkMonitor", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
@@ -349,7 +383,7 @@ let package = Package(
             name: "ReachabilityTests",
             dependencies: ["Reachability", "NetlinkMonitor", "NameResolution", "ConnectivityPolicy", "TestSupport"]
         ),
-        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "SyncCore", "TestSupport"]),
+        .testTarget(name: "ResilienceTests", dependencies: ["NetlinkMonitor", "ConnectivityPolicy", "TestSupport"]),
         .testTarget(
             name: "NetlinkMonitorTests",
             dependencies: [
@@ -375,7 +409,7 @@ let package = Package(
         .testTarget(
             name: "HTTPFeedSourceTests",
             dependencies: [
-                "HTTPFeedSource", "DemoFeedServer", "SyncCore", "SyncCoordinator", "SyncStore", "TestSupport",
+                "HTTPFeedSource", "DemoFeedServer", "SyncdTesting", "SyncCore", "SyncCoordinator", "SyncStore", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -392,10 +426,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncdTests",
-            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "DemoFeedServer", "TestSupport", "NetlinkProbe", "LinkCost"]
+            dependencies: ["SyncDaemon", "SyncControl", "SyncTerminal", "SyncCore", "TestSupport", "NetlinkProbe", "LinkCost"]
         ),
-        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
-        /// Helpers shared by tests: network namespaces, subprocesses, root checks.
+        .testTarget(name: "SyncdResilienceTests", dependencies: ["SyncControl", "SyncStore", "SyncCore", "DemoFeedServer", "SyncdTesting", "NetlinkProbe", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        /// Helpers shared by tests (clocks, waits, root checks, build products); re-exports NetlinkProbe.
         .target(name: "TestSupport", dependencies: ["ConnectivityPolicy", "NetlinkProbe", "SyncCore"], path: "Tests/TestSupport", exclude: ["Oracle"]),
     ],
     swiftLanguageModes: [.v6]

@@ -43,26 +43,14 @@ let package = Package(
         /// Link goes admin-down → offline verdict published, next to the raw kernel notification.
         .executableTarget(
             name: "LinkLatency",
-            dependencies: [
-                "BenchmarkSupport",
-                .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "NetlinkMonitor", package: "syncd"),
-                .product(name: "NetlinkProbe", package: "syncd"),
-                .product(name: "ConnectivityPolicy", package: "syncd"),
-            ],
+            dependencies: ["BenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
             path: "Benchmarks/LinkLatency",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         /// 100,000 route adds then deletes: the monitor's CPU time and peak RSS next to `ip monitor route`.
         .executableTarget(
             name: "RouteStorm",
-            dependencies: [
-                "BenchmarkSupport",
-                .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "NetlinkMonitor", package: "syncd"),
-                .product(name: "NetlinkProbe", package: "syncd"),
-                .product(name: "ConnectivityPolicy", package: "syncd"),
-            ],
+            dependencies: ["BenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
             path: "Benchmarks/RouteStorm",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
@@ -88,6 +76,7 @@ let package = Package(
             dependencies: [
                 "SyncBenchmarkSupport",
                 .product(name: "DemoFeedServer", package: "syncd"),
+                .product(name: "SyncdTesting", package: "syncd"),
                 .product(name: "NetlinkMonitor", package: "syncd"),
                 .product(name: "ConnectivityPolicy", package: "syncd"),
                 .product(name: "SyncCoordinator", package: "syncd"),

@@ -1,12 +1,13 @@
 import Hummingbird
 
-/// The `/admin` endpoints: grow feeds, script faults, read request counters.
+/// The `/admin` endpoints: grow, delete and edit feed items, read request counters, and those of
+/// the request hook (``FeedRequestHook/adminRoutes()``).
 ///
 /// They answer only peers on this host, so a server bound to a public address for a demo still
 /// cannot be steered from outside.
 struct AdminHandler: Sendable {
     let state: FeedServerState
-    let gate: StallGate
+    let hook: (any FeedRequestHook)?
 
     func register(on router: Router<FeedRequestContext>) {
         let admin = router.group("admin")
@@ -17,7 +18,7 @@ struct AdminHandler: Sendable {
         admin.post("feeds/:name/items") { request, context in
             try await guarded(context) {
                 let name = try context.parameters.require("name")
-                let count = try positiveInt(request, "count", default: 1)
+                let count = try AdminRoute.positiveInteger(parameters(request), "count", default: 1)
                 let total = try await state.append(feed: name, count: count)
                 return ok("{\"feed\":\(jsonString(name)),\"count\":\(total)}")
             }
@@ -42,7 +43,7 @@ struct AdminHandler: Sendable {
                 let records = await state.requests(feed: name)
                 let rows = records.map { record in
                     "{\"kind\":\"\(record.kind.rawValue)\",\"query\":\(jsonString(record.query)),"
-                        + "\"fault\":\(record.fault.map { jsonString($0.description) } ?? "null")}"
+                        + "\"fault\":\(record.intervention.map(jsonString) ?? "null")}"
                 }
                 return ok("{\"feed\":\(jsonString(name)),\"count\":\(records.count),\"requests\":[\(rows.joined(separator: ","))]}")
             }
@@ -53,38 +54,14 @@ struct AdminHandler: Sendable {
                 return ok("{}")
             }
         }
-        admin.post("faults") { request, context in
-            try await guarded(context) {
-                let parameters = request.uri.queryParameters
-                guard let spec = parameters["fault"].map(String.init) else {
-                    throw DemoFeedServerError.invalidArgument("missing fault=SPEC")
-                }
-                let kind = try parameters["kind"].map { raw in
-                    guard let kind = RequestKind(rawValue: String(raw)) else {
-                        throw DemoFeedServerError.invalidArgument("kind must be initial, older or newer")
-                    }
-                    return kind
-                }
-                let scripted = ScriptedFault(
-                    try Fault(spec: spec), count: try positiveInt(request, "count", default: 1),
-                    feed: parameters["feed"].map(String.init), kind: kind)
-                try await state.script(scripted)
-                return ok("{\"scripted\":\(jsonString(scripted.fault.description)),\"count\":\(scripted.remaining)}")
+        for route in hook?.adminRoutes() ?? [] {
+            let handler: @Sendable (Request, FeedRequestContext) async throws -> Response = { request, context in
+                try await guarded(context) { ok(try await route.handle(parameters(request))) }
             }
-        }
-        admin.get("faults") { _, context in
-            try await guarded(context) {
-                let rows = await state.pendingScriptedFaults.map { fault in
-                    "{\"fault\":\(jsonString(fault.fault.description)),\"remaining\":\(fault.remaining),"
-                        + "\"feed\":\(fault.feed.map(jsonString) ?? "null"),\"kind\":\(fault.kind.map { jsonString($0.rawValue) } ?? "null")}"
-                }
-                return ok("[\(rows.joined(separator: ","))]")
-            }
-        }
-        admin.delete("faults") { _, context in
-            try await guarded(context) {
-                await state.clearScriptedFaults()
-                return ok("{}")
+            switch route.method {
+            case .get: admin.get(RouterPath(route.path), use: handler)
+            case .post: admin.post(RouterPath(route.path), use: handler)
+            case .delete: admin.delete(RouterPath(route.path), use: handler)
             }
         }
     }
@@ -106,7 +83,7 @@ struct AdminHandler: Sendable {
         return "{\"name\":\(jsonString(name)),\"count\":\(items.count),"
             + "\"newest_id\":\(items.last.map { jsonString($0.id) } ?? "null"),"
             + "\"oldest_id\":\(items.first.map { jsonString($0.id) } ?? "null"),"
-            + "\"requests\":\(requests),\"stalled\":\(await gate.stalledCount)}"
+            + "\"requests\":\(requests),\"stalled\":\(await hook?.heldRequestCount() ?? 0)}"
     }
 
     private func guarded(_ context: FeedRequestContext, _ body: () async throws -> Response) async throws -> Response {
@@ -121,12 +98,13 @@ struct AdminHandler: Sendable {
         }
     }
 
-    private func positiveInt(_ request: Request, _ key: String, default value: Int) throws -> Int {
-        guard let raw = request.uri.queryParameters[key[...]] else { return value }
-        guard let parsed = Int(raw), parsed > 0 else {
-            throw DemoFeedServerError.invalidArgument("\(key) must be a positive integer, got '\(raw)'")
+    /// The query's parameters, the first of a repeated one (as Hummingbird's lookup gives it).
+    private func parameters(_ request: Request) -> [String: String] {
+        var parameters: [String: String] = [:]
+        for (key, value) in request.uri.queryParameters where parameters[String(key)] == nil {
+            parameters[String(key)] = String(value)
         }
-        return parsed
+        return parameters
     }
 
     private func ok(_ json: String) -> Response { FeedHandler.json(.ok, Array((json + "\n").utf8)) }

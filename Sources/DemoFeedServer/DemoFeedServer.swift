@@ -5,30 +5,32 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// A reference feed server speaking the Mastodon-style Link-header protocol, with fault
-/// injection, for the demo and the end-to-end tests.
+/// A reference feed server speaking the Mastodon-style Link-header protocol, for the demo and
+/// the end-to-end tests.
 ///
 /// ```swift
-/// let server = DemoFeedServer(configuration: .init(feeds: [.init(name: "home", initialCount: 5000)]))
+/// let server = try DemoFeedServer(configuration: .init(feeds: [.init(name: "home", initialCount: 5000)]))
 /// let port = try await server.start()
-/// try await server.scriptFault(.init(.status(429, retryAfter: .seconds(1)), count: 2, feed: "home"))
 /// // … sync from server.feedURL("home") …
 /// await server.stop()
 /// ```
 ///
 /// URL layout (the same feed under two paths):
 /// - `GET /feeds/{name}` and `GET /api/v1/timelines/{name}`: a page, newest first, with
-///   `limit`, `max_id` (older), `min_id` (immediately newer), `since_id` (newest newer), and
-///   `fault=SPEC` to inject a ``Fault`` into this one request.
+///   `limit`, `max_id` (older), `min_id` (immediately newer), `since_id` (newest newer).
 /// - `/admin/…` (loopback peers only): `GET feeds`, `GET feeds/{name}`, `POST feeds/{name}/items?count=N`,
-///   `GET feeds/{name}/requests`, `DELETE requests`, `POST faults?fault=SPEC&count=N&feed=NAME&kind=initial|older|newer`,
-///   `GET faults`, `DELETE faults`.
+///   `POST feeds/{name}/delete?ids=A,B`, `POST feeds/{name}/edit?ids=A,B`, `GET feeds/{name}/requests`,
+///   `DELETE requests`, and the request hook's own (``FeedRequestHook/adminRoutes()``).
 /// - `GET /health`.
+///
+/// A ``FeedRequestHook`` given at creation sees every feed request and may delay it, answer it
+/// otherwise or act on its connection: the tests' fault injection plugs in there.
 public final class DemoFeedServer: Sendable {
     /// What the server was started with.
     public let configuration: Configuration
+    /// The hook every feed request goes through, if any.
+    public let requestHook: (any FeedRequestHook)?
     private let state: FeedServerState
-    private let gate = StallGate()
     private let logger: Logger
     private let runtime = Mutex<Runtime>(.idle)
 
@@ -38,13 +40,16 @@ public final class DemoFeedServer: Sendable {
         case stopped
     }
 
-    /// Creates a server; nothing listens until ``start()`` or ``run(handlingSignals:onListening:)``.
-    public init(configuration: Configuration = Configuration(), logger: Logger = Logger(label: "demo-feed")) throws(DemoFeedServerError) {
+    /// Creates a server whose feed requests go through `hook` when one is given; nothing
+    /// listens until ``start()`` or ``run(handlingSignals:onListening:)``.
+    public init(
+        configuration: Configuration = Configuration(), hook: (any FeedRequestHook)? = nil, logger: Logger = Logger(label: "demo-feed")
+    ) throws(DemoFeedServerError) {
         try configuration.validate()
         self.configuration = configuration
+        self.requestHook = hook
         self.logger = logger
-        self.state = FeedServerState(
-            feeds: configuration.feeds, randomFaults: configuration.randomFaults, seed: configuration.seed)
+        self.state = FeedServerState(feeds: configuration.feeds)
     }
 
     // MARK: Lifecycle
@@ -68,7 +73,8 @@ public final class DemoFeedServer: Sendable {
         runtime.withLock { $0 = .stopped }
     }
 
-    /// Stops gracefully: releases stalled requests, stops accepting, waits for in-flight requests.
+    /// Stops gracefully: tells the request hook (which releases the requests it holds), stops
+    /// accepting, waits for in-flight requests.
     public func stop() async {
         let running: (ServiceGroup, Task<Void, any Error>)? = runtime.withLock {
             guard case .running(_, let group, let task) = $0 else { return nil }
@@ -76,7 +82,7 @@ public final class DemoFeedServer: Sendable {
             return (group, task)
         }
         guard let (group, task) = running else { return }
-        await gate.open()
+        await requestHook?.serverStopping()
         await group.triggerGracefulShutdown()
         do {
             try await task.value
@@ -123,7 +129,7 @@ public final class DemoFeedServer: Sendable {
             },
             logger: logger
         )
-        let growth = FeedGrowthService(state: state, gate: gate, interval: configuration.tickInterval)
+        let growth = FeedGrowthService(state: state, hook: requestHook, interval: configuration.tickInterval)
         let group = ServiceGroup(configuration: .init(
             services: [app, growth], gracefulShutdownSignals: signals, logger: logger))
         let task = Task {
@@ -149,11 +155,10 @@ public final class DemoFeedServer: Sendable {
     private func makeRouter() -> Router<FeedRequestContext> {
         let router = Router(context: FeedRequestContext.self)
         let feeds = FeedHandler(
-            state: state, gate: gate,
+            state: state, hook: requestHook,
             options: ServingOptions(
                 gzip: configuration.gzip, latencyMilliseconds: configuration.latencyMilliseconds,
-                bodyDelayMilliseconds: configuration.bodyDelayMilliseconds,
-                stallLimit: configuration.stallLimit, bearerToken: configuration.bearerToken))
+                bodyDelayMilliseconds: configuration.bodyDelayMilliseconds, bearerToken: configuration.bearerToken))
         router.get("feeds/:name") { request, context in
             try await feeds.respond(feed: context.parameters.require("name"), request: request, context: context)
         }
@@ -161,7 +166,7 @@ public final class DemoFeedServer: Sendable {
             try await feeds.respond(feed: context.parameters.require("name"), request: request, context: context)
         }
         router.get("health") { _, _ in FeedHandler.json(.ok, Array("{\"status\":\"ok\"}\n".utf8)) }
-        AdminHandler(state: state, gate: gate).register(on: router)
+        AdminHandler(state: state, hook: requestHook).register(on: router)
         return router
     }
 
@@ -193,18 +198,7 @@ public final class DemoFeedServer: Sendable {
         try await state.items(feed: feed)
     }
 
-    /// Scripts a fault for the next matching requests.
-    public func scriptFault(_ fault: ScriptedFault) async throws(DemoFeedServerError) {
-        try await state.script(fault)
-    }
-
-    /// Drops faults scripted but not yet used.
-    public func clearScriptedFaults() async { await state.clearScriptedFaults() }
-
-    /// Scripted faults not yet used up.
-    public func pendingScriptedFaults() async -> [ScriptedFault] { await state.pendingScriptedFaults }
-
-    /// Feed requests received (every request to `/feeds/{name}`, faulted or not).
+    /// Feed requests received (every request to `/feeds/{name}`, whatever the hook did to it).
     public func requestCount(feed: String) async -> Int { await state.requestCount(feed: feed) }
 
     /// Feed requests received, in arrival order (the most recent 20 000 per feed).
@@ -212,7 +206,4 @@ public final class DemoFeedServer: Sendable {
 
     /// Forgets all recorded requests.
     public func resetRequestLog() async { await state.resetRequestLog() }
-
-    /// Requests currently held by a stall fault.
-    public func stalledRequestCount() async -> Int { await gate.stalledCount }
 }

@@ -7,48 +7,35 @@ extension DemoFeedServer {
         public var port: Int
         /// The feeds served at `/feeds/{name}` (and `/api/v1/timelines/{name}`).
         public var feeds: [FeedDefinition]
-        /// Faults rolled for every feed request.
-        public var randomFaults: [RandomFault]
         /// Latency added to every feed request, in milliseconds (uniform in the range).
         public var latencyMilliseconds: ClosedRange<Int>?
         /// Time between a page's headers and its body, in milliseconds: a body that takes that
         /// long to arrive, as over a slow link.
         public var bodyDelayMilliseconds: Int
-        /// Seed for the random faults, so a run can be reproduced.
-        public var seed: UInt64
         /// Whether pages are gzip-encoded for clients that offer `Accept-Encoding: gzip`.
         public var gzip: Bool
-        /// How long a stalled request is held before its connection is closed, if the server
-        /// is not stopped first. Longer than any sane client timeout.
-        public var stallLimit: Duration
         /// How often growing feeds get their new items.
         public var tickInterval: Duration
         /// When set, feed requests need `Authorization: Bearer <token>` and get 401 otherwise.
         public var bearerToken: String?
 
-        /// A configuration; the defaults are one feed `home` on a free loopback port, no faults.
+        /// A configuration; the defaults are one feed `home` on a free loopback port.
         public init(
             host: String = "127.0.0.1",
             port: Int = 0,
             feeds: [FeedDefinition] = [FeedDefinition(name: "home")],
-            randomFaults: [RandomFault] = [],
             latencyMilliseconds: ClosedRange<Int>? = nil,
             bodyDelayMilliseconds: Int = 0,
-            seed: UInt64 = 1,
             gzip: Bool = true,
-            stallLimit: Duration = .seconds(300),
             tickInterval: Duration = .milliseconds(200),
             bearerToken: String? = nil
         ) {
             self.host = host
             self.port = port
             self.feeds = feeds
-            self.randomFaults = randomFaults
             self.latencyMilliseconds = latencyMilliseconds
             self.bodyDelayMilliseconds = bodyDelayMilliseconds
-            self.seed = seed
             self.gzip = gzip
-            self.stallLimit = stallLimit
             self.tickInterval = tickInterval
             self.bearerToken = bearerToken
         }
@@ -66,9 +53,7 @@ extension DemoFeedServer {
                 throw .invalidArgument("latency must be non-negative")
             }
             guard bodyDelayMilliseconds >= 0 else { throw .invalidArgument("body delay must be non-negative") }
-            guard stallLimit > .zero, tickInterval > .zero else {
-                throw .invalidArgument("stall limit and tick interval must be positive")
-            }
+            guard tickInterval > .zero else { throw .invalidArgument("tick interval must be positive") }
         }
     }
 }

@@ -1,12 +1,12 @@
 import ServiceLifecycle
 
-/// Adds new items to growing feeds as time passes, and on shutdown releases stalled requests
-/// so the HTTP server's graceful shutdown is not held up by them.
+/// Adds new items to growing feeds as time passes, and on shutdown tells the request hook, so
+/// requests it holds do not hold up the HTTP server's graceful shutdown.
 ///
 /// Listed after the HTTP server in the service group, so it is shut down first.
 struct FeedGrowthService: Service {
     let state: FeedServerState
-    let gate: StallGate
+    let hook: (any FeedRequestHook)?
     let interval: Duration
 
     func run() async throws {
@@ -21,6 +21,6 @@ struct FeedGrowthService: Service {
                 await state.tick(elapsedSeconds: seconds)
             }
         }
-        await gate.open()
+        await hook?.serverStopping()
     }
 }

@@ -3,12 +3,12 @@ import Hummingbird
 import Logging
 import NIOCore
 
-/// Serves `GET /feeds/{name}`: a page of the feed, or the fault chosen for this request. With
+/// Serves `GET /feeds/{name}`: a page of the feed, or what the request hook makes of it. With
 /// `format=envelope` the page is a JSON envelope with a body cursor, with `format=atom` an Atom
 /// document that links its next page (cursor feeds only); the `Link` header is the same.
 struct FeedHandler: Sendable {
     let state: FeedServerState
-    let gate: StallGate
+    let hook: (any FeedRequestHook)?
     let options: ServingOptions
 
     func respond(feed name: String, request: Request, context: FeedRequestContext) async throws -> Response {
@@ -22,59 +22,46 @@ struct FeedHandler: Sendable {
             lookup[String(key)] = String(value)
         }
         let query: PageQuery
-        let requestedFault: Fault?
-        do {
+        do throws(DemoFeedServerError) {
             query = try PageQuery(parameters: lookup, definition: definition)
-            requestedFault = try lookup["fault"].map { spec throws(DemoFeedServerError) in try Fault(spec: spec) }
+            try hook?.validate(parameters: lookup)
         } catch {
-            _ = await state.admit(
+            await state.record(
                 feed: name, kind: .initial, query: request.uri.query ?? "", authorization: request.headers[.authorization],
-                requested: nil, faultsAllowed: false)
+                intervention: nil)
             return Self.json(.badRequest, PageBody.error(error.description))
         }
         let authorization = request.headers[.authorization]
         if let token = options.bearerToken, authorization != "Bearer \(token)" {
-            _ = await state.admit(
-                feed: name, kind: query.kind, query: request.uri.query ?? "", authorization: authorization,
-                requested: nil, faultsAllowed: false)
+            await state.record(
+                feed: name, kind: query.kind, query: request.uri.query ?? "", authorization: authorization, intervention: nil)
             var headers = HTTPFields()
             headers[.wwwAuthenticate] = "Bearer realm=\"demo-feed\""
             return Self.json(.unauthorized, PageBody.error("a valid bearer token is required"), headers: headers)
         }
-        let fault = await state.admit(
+        let intervention = await hook?.intervention(for: FeedRequest(feed: name, kind: query.kind, parameters: lookup))
+        await state.record(
             feed: name, kind: query.kind, query: request.uri.query ?? "", authorization: authorization,
-            requested: requestedFault, faultsAllowed: true)
+            intervention: intervention?.label)
         if let latency = options.latencyMilliseconds, latency.upperBound > 0 {
             try await Task.sleep(for: .milliseconds(Int.random(in: latency)))
         }
-        if let fault {
-            context.logger.debug("injecting fault", metadata: ["feed": "\(name)", "fault": "\(fault)"])
-        }
-
-        if case .latency(let ms)? = fault { try await Task.sleep(for: .milliseconds(ms)) }
-        switch fault {
-        case .status(let code, let retryAfter)?:
-            var headers = HTTPFields()
-            switch retryAfter {
-            case .seconds(let seconds)?: headers[.retryAfter] = String(seconds)
-            case .date(let ahead)?:
-                // The Date header Hummingbird adds comes from the same clock, so the client
-                // can compute the delay without trusting its own clock.
-                headers[.retryAfter] = imfFixdate(epochSeconds: Self.nowEpochSeconds() + Int64(ahead))
-            case nil: break
+        if let intervention {
+            context.logger.debug("the request hook intervenes", metadata: ["feed": "\(name)", "intervention": "\(intervention.label)"])
+            if intervention.delay > .zero { try await Task.sleep(for: intervention.delay) }
+            switch intervention.action {
+            case .respond(let status, let fields, let body):
+                var headers = HTTPFields()
+                for (name, value) in fields {
+                    if let field = HTTPFields.Element.Name(name) { headers[field] = value }
+                }
+                return Self.json(HTTPResponse.Status(code: status), body, headers: headers)
+            case .abandon(let act):
+                await act(context.channel)
+                throw ConnectionAbandoned()
+            case .servePage, .replacePageBody:
+                break
             }
-            return Self.json(HTTPResponse.Status(code: code), PageBody.error("injected status \(code)"), headers: headers)
-        case .reset(.headers)?:
-            await ConnectionFaults.reset(context.channel)
-            throw ConnectionAbandoned()
-        case .stall(.headers)?:
-            await gate.wait(upTo: options.stallLimit)
-            try? await context.channel.close()
-            throw ConnectionAbandoned()
-        case .malformed?:
-            return Self.json(.ok, PageBody.malformed)
-        default:
-            break
         }
 
         let format = lookup["format"] ?? "json"
@@ -88,7 +75,7 @@ struct FeedHandler: Sendable {
             if let link = await pageLinkHeader(feed: name, query: query, request: request, context: context, parameters: parameters) {
                 headers[Self.linkField] = link
             }
-            if fault == nil {
+            if intervention == nil {
                 // GitHub's conditional requests: a strong validator of the page's bytes.
                 let etag = Self.etag(PageBody.render(page.items))
                 headers[.eTag] = etag
@@ -100,42 +87,33 @@ struct FeedHandler: Sendable {
             headers[Self.linkField] = link.header
             next = link.next
         }
-        switch fault {
-        case .truncated?:
-            return Self.json(.ok, PageBody.truncated(page.items), headers: headers)
-        case .oversized(let bytes, let chunked)?:
-            return Self.streamed(PageBody.oversized(page.items, bytes: bytes), headers: headers, declareLength: !chunked)
-        case .reset(.body)?:
-            let body = PageBody.render(page.items)
-            let channel = context.channel
-            return Self.partial(body, headers: headers) { await ConnectionFaults.reset(channel) }
-        case .stall(.body)?:
-            let body = PageBody.render(page.items)
-            let channel = context.channel
-            let gate = self.gate
-            let limit = options.stallLimit
-            return Self.partial(body, headers: headers) {
-                await gate.wait(upTo: limit)
-                try? await channel.close()
+        if case .replacePageBody(let deliver)? = intervention?.action {
+            switch deliver(PageBody.render(page.items)) {
+            case .whole(let body):
+                return Self.json(.ok, body, headers: headers)
+            case .streamed(let body, let declaringLength):
+                return Self.streamed(body, headers: headers, declareLength: declaringLength)
+            case .partial(let body, let sending, let then):
+                let channel = context.channel
+                return Self.partial(body, sending: sending, headers: headers) { await then(channel) }
             }
-        default:
-            var body: [UInt8] = switch format {
-            case "envelope": PageBody.envelope(page.items, next: next?.cursor)
-            case "atom": PageBody.atom(page.items, feed: name, next: next?.url)
-            default: PageBody.render(page.items)
-            }
-            if options.gzip, Self.acceptsGzip(request) {
-                body = Gzip.encode(body)
-                headers[.contentEncoding] = "gzip"
-            }
-            headers[.vary] = "Accept-Encoding"
-            if options.bodyDelayMilliseconds > 0 {
-                return Self.delayed(body, by: .milliseconds(options.bodyDelayMilliseconds), headers: headers)
-            }
-            var response = Self.json(.ok, body, headers: headers)
-            if format == "atom" { response.headers[.contentType] = "application/atom+xml; charset=utf-8" }
-            return response
         }
+        var body: [UInt8] = switch format {
+        case "envelope": PageBody.envelope(page.items, next: next?.cursor)
+        case "atom": PageBody.atom(page.items, feed: name, next: next?.url)
+        default: PageBody.render(page.items)
+        }
+        if options.gzip, Self.acceptsGzip(request) {
+            body = Gzip.encode(body)
+            headers[.contentEncoding] = "gzip"
+        }
+        headers[.vary] = "Accept-Encoding"
+        if options.bodyDelayMilliseconds > 0 {
+            return Self.delayed(body, by: .milliseconds(options.bodyDelayMilliseconds), headers: headers)
+        }
+        var response = Self.json(.ok, body, headers: headers)
+        if format == "atom" { response.headers[.contentType] = "application/atom+xml; charset=utf-8" }
+        return response
     }
 
     /// RFC 8288 links: `next` pages older (omitted at the end), `prev` newer; both carry the
@@ -146,7 +124,7 @@ struct FeedHandler: Sendable {
     ) -> (header: String, next: (url: String, cursor: String)?)? {
         guard let newest = page.items.first, let oldest = page.items.last else { return nil }
         let authority = request.head.authority ?? Self.authority(of: context.channel.localAddress)
-        let cursorKeys: Set<String> = ["limit", "max_id", "min_id", "since_id", "fault"]
+        let cursorKeys = Set(["limit", "max_id", "min_id", "since_id"]).union(hook?.queryParameters ?? [])
         let kept = parameters.filter { !cursorKeys.contains($0.key) }
         func url(_ cursorKey: String, _ cursorValue: String) -> String {
             let pairs = kept + [("limit", String(query.limit)), (cursorKey, cursorValue)]
@@ -171,7 +149,8 @@ struct FeedHandler: Sendable {
         guard let number = query.page, let count = await state.itemCount(feed: feed) else { return nil }
         let last = max(1, (count + query.limit - 1) / query.limit)
         let authority = request.head.authority ?? Self.authority(of: context.channel.localAddress)
-        let kept = parameters.filter { !["page", "per_page", "fault"].contains($0.key) }
+        let dropped = Set(["page", "per_page"]).union(hook?.queryParameters ?? [])
+        let kept = parameters.filter { !dropped.contains($0.key) }
         func url(_ page: Int) -> String {
             let pairs = kept + [("per_page", String(query.limit)), ("page", String(page))]
             return "http://\(authority)\(request.uri.path)?" + pairs.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
@@ -236,18 +215,16 @@ struct FeedHandler: Sendable {
         })
     }
 
-    /// Promises the whole body, sends the first half, then hands the connection to `breakIt`.
-    static func partial(_ body: [UInt8], headers: HTTPFields, breakIt: @escaping @Sendable () async -> Void) -> Response {
+    /// Promises the whole body, sends its first `sending` bytes, then hands the connection to `breakIt`.
+    static func partial(_ body: [UInt8], sending: Int, headers: HTTPFields, breakIt: @escaping @Sendable () async -> Void) -> Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: .ok, headers: headers, body: .init(contentLength: body.count) { writer in
-            try await writer.write(ByteBuffer(bytes: body.prefix(max(1, body.count / 2))))
+            try await writer.write(ByteBuffer(bytes: body.prefix(sending)))
             await breakIt()
             throw ConnectionAbandoned()
         })
     }
-
-    static func nowEpochSeconds() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     /// `host:port` of a socket address, bracketing IPv6.
     static func authority(of address: SocketAddress?) -> String {
@@ -278,6 +255,10 @@ struct ServingOptions: Sendable {
     var gzip: Bool
     var latencyMilliseconds: ClosedRange<Int>?
     var bodyDelayMilliseconds: Int
-    var stallLimit: Duration
     var bearerToken: String?
 }
+
+/// Thrown after the request hook has taken the connection over (``FeedIntervention/Action/abandon(_:)``,
+/// ``PageDelivery/partial(_:sending:then:)``), so Hummingbird gives up on the response instead of
+/// writing one.
+struct ConnectionAbandoned: Error {}

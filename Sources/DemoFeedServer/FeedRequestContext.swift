@@ -1,8 +1,8 @@
 import Hummingbird
 import NIOCore
 
-/// The request context: Hummingbird's core storage plus the connection's channel, which
-/// resets and stalls act on directly.
+/// The request context: Hummingbird's core storage plus the connection's channel, which a
+/// request hook's interventions act on directly.
 struct FeedRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     let channel: any Channel

@@ -1,4 +1,3 @@
-import SyncCore
 /// One feed request as the server saw it, for tests and the admin API.
 public struct RequestRecord: Sendable, Hashable {
     /// The feed requested.
@@ -7,8 +6,9 @@ public struct RequestRecord: Sendable, Hashable {
     public var kind: RequestKind
     /// The raw query string, e.g. `limit=20&max_id=0000000100`.
     public var query: String
-    /// The fault injected into this request, if any.
-    public var fault: Fault?
+    /// What the server's request hook did to this request (``FeedIntervention/label``), if
+    /// anything.
+    public var intervention: String?
     /// When the request reached the handler, on the monotonic clock.
     public var receivedAt: ContinuousClock.Instant
     /// The `Authorization` header as received, so tests can check where a client sends its
@@ -16,56 +16,32 @@ public struct RequestRecord: Sendable, Hashable {
     public var authorization: String?
 }
 
-/// Everything mutable about the server: feeds, scripted and random faults, the request log.
+/// Everything mutable about the server: feeds and the request log.
 actor FeedServerState {
     private var feeds: [String: GeneratedFeed]
-    private var scripted: [ScriptedFault] = []
-    private let randomFaults: [RandomFault]
-    /// Seeded, so a `--seed` reproduces the same random faults.
-    private var rng: SeededRandomSource
     private var log: [String: [RequestRecord]] = [:]
     private var counts: [String: Int] = [:]
     /// Records kept per feed; a demo left running for days must not grow without bound.
     private let logLimit = 20_000
     private let feedOrder: [String]
 
-    init(feeds definitions: [FeedDefinition], randomFaults: [RandomFault], seed: UInt64) {
+    init(feeds definitions: [FeedDefinition]) {
         var feeds: [String: GeneratedFeed] = [:]
         for definition in definitions { feeds[definition.name] = GeneratedFeed(definition: definition) }
         self.feeds = feeds
         self.feedOrder = definitions.map(\.name)
-        self.randomFaults = randomFaults
-        self.rng = SeededRandomSource(seed: seed)
     }
 
     var feedNames: [String] { feedOrder }
 
     func definition(_ name: String) -> FeedDefinition? { feeds[name]?.definition }
 
-    /// Records the request and decides its fault: the query's own first, then the first matching
-    /// scripted fault, then a roll of the random faults.
-    func admit(
-        feed: String, kind: RequestKind, query: String, authorization: String?, requested: Fault?, faultsAllowed: Bool
-    ) -> Fault? {
-        var fault = requested
-        if faultsAllowed, fault == nil, let index = scripted.firstIndex(where: { $0.matches(feed: feed, kind: kind) }) {
-            fault = scripted[index].fault
-            scripted[index].remaining -= 1
-            if scripted[index].remaining <= 0 { scripted.remove(at: index) }
-        }
-        if faultsAllowed, fault == nil {
-            for candidate in randomFaults where candidate.probability > 0 {
-                if rng.nextFraction() < candidate.probability {
-                    fault = candidate.fault
-                    break
-                }
-            }
-        }
+    /// Records a feed request and what the request hook did to it.
+    func record(feed: String, kind: RequestKind, query: String, authorization: String?, intervention: String?) {
         counts[feed, default: 0] += 1
         log[feed, default: []].append(RequestRecord(
-            feed: feed, kind: kind, query: query, fault: fault, receivedAt: .now, authorization: authorization))
+            feed: feed, kind: kind, query: query, intervention: intervention, receivedAt: .now, authorization: authorization))
         if log[feed]!.count > logLimit { log[feed]!.removeFirst(log[feed]!.count - logLimit) }
-        return fault
     }
 
     func page(feed: String, query: PageQuery) -> (items: [DemoFeedItem], hasOlder: Bool)? {
@@ -108,16 +84,6 @@ actor FeedServerState {
     }
 
     func itemCount(feed: String) -> Int? { feeds[feed]?.items.count }
-
-    func script(_ fault: ScriptedFault) throws(DemoFeedServerError) {
-        if let name = fault.feed, feeds[name] == nil { throw .unknownFeed(name) }
-        guard fault.remaining > 0 else { throw .invalidArgument("count must be positive") }
-        scripted.append(fault)
-    }
-
-    func clearScriptedFaults() { scripted.removeAll() }
-
-    var pendingScriptedFaults: [ScriptedFault] { scripted }
 
     func requests(feed: String) -> [RequestRecord] { log[feed] ?? [] }
 

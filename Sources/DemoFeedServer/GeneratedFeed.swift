@@ -98,7 +98,7 @@ struct PageQuery: Sendable, Hashable {
     /// The page number of a page-numbered feed (1 when the request gives none).
     var page: Int?
 
-    /// Which way the request pages, for fault targeting and the request log. Page 1 of a
+    /// Which way the request pages, for request hooks and the request log. Page 1 of a
     /// page-numbered feed counts as initial (a refresh asks for it too), later pages as older.
     var kind: RequestKind {
         if let page { return page > 1 ? .older : .initial }

@@ -1,4 +1,3 @@
-import CNetlink
 import Foundation
 import Synchronization
 
@@ -47,47 +46,26 @@ public func runCommand(
 /// `PATH` is searched for the program; standard error is captured for the error message. The
 /// program runs in a process group of its own; if it has not exited after `timeout`, the group
 /// is killed (SIGKILL) and the call throws ``CommandFailed``, whatever `allowFailure` says.
-///
-/// Spawned with posix_spawn and reaped with waitpid here, not with Foundation's `Process`: in a
-/// test process with many descriptors open and many children at once, `Process.run()` crashed
-/// copying its descriptor list and `waitUntilExit()` missed an exit (both seen in full runs).
+/// Started by ``spawn(_:standardInput:standardOutput:standardError:environment:newProcessGroup:defaultSignals:)``
+/// and reaped with waitpid here.
 @discardableResult
 public func runCommand(
     _ arguments: [String], input: String? = nil, allowFailure: Bool = false, timeout: Duration = commandTimeout
 ) throws -> String {
-    // Every pipe end is close-on-exec; dup2 gives the child its own copies as 0, 1 and 2.
-    func makePipe() throws -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        guard pipe2(&fds, O_CLOEXEC) == 0 else { throw CommandFailed(command: arguments, status: -1, stderr: "pipe: \(String(cString: strerror(errno)))") }
-        return (fds[0], fds[1])
-    }
+    // Every pipe end is close-on-exec; the child gets its own copies as 0, 1 and 2.
     let stdin = try makePipe(), stdout = try makePipe(), stderr = try makePipe()
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, stdin.read, 0)
-    posix_spawn_file_actions_adddup2(&actions, stdout.write, 1)
-    posix_spawn_file_actions_adddup2(&actions, stderr.write, 2)
-    // The test process holds sockets without FD_CLOEXEC (NIO accepts connections without it): a
-    // child that inherits one keeps the connection open after its server closes or resets it,
-    // and the client waits for an end that never comes while the child runs.
-    closeInheritedDescriptors(&actions)
-    let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
-    defer { for arg in argv { free(arg) } }
     // A group of its own, so a stuck program is killed with everything it started (a shell's
     // children hold the output pipes too).
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
-    posix_spawnattr_setpgroup(&attributes, 0)
-    var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, environ)
-    for fd in [stdin.read, stdout.write, stderr.write] { close(fd) }
-    guard spawned == 0 else {
-        for fd in [stdin.write, stdout.read, stderr.read] { close(fd) }
-        throw CommandFailed(command: arguments, status: -1, stderr: "posix_spawn: \(String(cString: strerror(spawned)))")
+    let pid: pid_t
+    do {
+        pid = try spawn(
+            arguments, standardInput: .descriptor(stdin.read), standardOutput: .descriptor(stdout.write),
+            standardError: .descriptor(stderr.write), newProcessGroup: true)
+    } catch {
+        for fd in [stdin.read, stdout.write, stderr.write, stdin.write, stdout.read, stderr.read] { close(fd) }
+        throw error
     }
+    for fd in [stdin.read, stdout.write, stderr.write] { close(fd) }
     // Input on a thread of its own, and standard error too: a chatty child never blocks on a full pipe.
     let writer = Thread {
         if let input {
@@ -125,11 +103,9 @@ public func runCommand(
     if killed.load(ordering: .relaxed) {
         throw CommandFailed(command: arguments, status: 128 + SIGKILL, stderr: "killed after \(timeout) without exiting; it wrote: \(String(decoding: errData.value, as: UTF8.self))")
     }
-    // WIFEXITED / WTERMSIG spelled out: the macros are not imported.
-    let signal = status & 0x7f
-    let exitCode = signal == 0 ? (status >> 8) & 0xff : 128 + signal
-    if exitCode != 0 && !allowFailure {
-        throw CommandFailed(command: arguments, status: exitCode, stderr: String(decoding: errData.value, as: UTF8.self))
+    let code = exitCode(ofWaitStatus: status)
+    if code != 0 && !allowFailure {
+        throw CommandFailed(command: arguments, status: code, stderr: String(decoding: errData.value, as: UTF8.self))
     }
     return String(decoding: outData, as: UTF8.self)
 }
@@ -145,46 +121,6 @@ private func readToEnd(_ fd: Int32) -> Data {
         if count <= 0 { return data }
         data.append(contentsOf: buffer[0..<count])
     }
-}
-
-/// Waits for `process` to end and returns its exit status (128 + signal when killed), blocking
-/// the calling thread.
-///
-/// Not only `waitUntilExit()`: when many children start and end at once, Foundation's SIGCHLD
-/// watch can miss one, and `waitUntilExit()` then waits for ever on a zombie (seen in a full
-/// parallel test run). Foundation stays the one that reaps: only a child that has been a zombie
-/// for two seconds, which Foundation would have reaped long before, is reaped here.
-public func exitStatus(of process: Process) -> Int32 {
-    let pid = process.processIdentifier
-    var zombieSince: ContinuousClock.Instant?
-    while process.isRunning {
-        if isZombie(pid) {
-            let now = ContinuousClock.now
-            if let since = zombieSince, now - since > .seconds(2) {
-                var status: Int32 = 0
-                if waitpid(pid, &status, WNOHANG) == pid {
-                    // WIFEXITED / WTERMSIG spelled out: the macros are not imported.
-                    let signal = status & 0x7f
-                    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
-                }
-            } else if zombieSince == nil {
-                zombieSince = now
-            }
-        } else {
-            zombieSince = nil
-        }
-        usleep(2000)
-    }
-    // Foundation gives a killed child's signal number alone: the same contract either way.
-    return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-}
-
-/// Whether `pid` has ended and waits to be reaped (state `Z` in /proc/PID/stat).
-public func isZombie(_ pid: Int32) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let end = stat.lastIndex(of: ")")
-    else { return false }
-    return stat[stat.index(after: end)...].trimmingCharacters(in: .whitespaces).first == "Z"
 }
 
 private final class LockedData: Sendable {

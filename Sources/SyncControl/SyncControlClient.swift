@@ -117,16 +117,6 @@ public struct SyncControlClient: Sendable {
         try await call("ListItems", SyncControlServer.ListItemsParameters(feed: feed, limit: limit, after: after), as: ControlItemPage.self)
     }
 
-    /// What `org.varlink.service.GetInfo` says (vendor, version, interfaces).
-    public func serviceInfo() async throws -> ControlServiceInfo {
-        do {
-            let reply = try await client.call("org.varlink.service.GetInfo")
-            return try VarlinkCoding.decode(ControlServiceInfo.self, from: .object(reply))
-        } catch {
-            throw Self.translate(error, method: "GetInfo", socketPath: socketPath)
-        }
-    }
-
     private func call<Parameters: Encodable & Sendable, Result: Decodable & Sendable>(
         _ member: String, _ parameters: Parameters, as: Result.Type
     ) async throws -> Result {
@@ -159,28 +149,5 @@ public struct SyncControlClient: Sendable {
         default:
             return error
         }
-    }
-}
-
-/// The service description every Varlink service gives (`org.varlink.service.GetInfo`).
-public struct ControlServiceInfo: Sendable, Hashable, Codable {
-    /// Who made the service ("syncd").
-    public var vendor: String
-    /// The product ("syncd").
-    public var product: String
-    /// The daemon's version.
-    public var version: String
-    /// Where the product is documented.
-    public var url: String
-    /// The interfaces the socket serves, `io.syncd` among them.
-    public var interfaces: [String]
-
-    /// - Parameters: as ``vendor``, ``product``, ``version``, ``url`` and ``interfaces``.
-    public init(vendor: String, product: String, version: String, url: String, interfaces: [String]) {
-        self.vendor = vendor
-        self.product = product
-        self.version = version
-        self.url = url
-        self.interfaces = interfaces
     }
 }

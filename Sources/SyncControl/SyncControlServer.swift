@@ -119,12 +119,6 @@ public final class SyncControlServer: Sendable, Service {
     /// Connections served now, accepted and refused since the server was made.
     public var statistics: VarlinkServer.Statistics { server.statistics }
 
-    /// Whether the socket came from systemd rather than being bound here.
-    public var isSocketActivated: Bool {
-        if case .fileDescriptor = server.configuration.listen { return true }
-        return false
-    }
-
     // MARK: Wire shapes
 
     struct FeedParameter: Codable, Sendable { var feed: String? }

@@ -4,6 +4,7 @@ import HTTPFeedSource
 import SyncCoordinator
 import SyncCore
 import SyncStore
+import SyncdTesting
 import Testing
 
 /// The whole pipeline: demo server → HTTP feed source → coordinator → SQLite store.
@@ -23,9 +24,8 @@ struct CoordinatorEndToEndTests {
             "status:500=0.05", "status:503:0=0.04", "status:429:0=0.04", "reset=0.04", "reset:body=0.03",
             "malformed=0.03", "truncated=0.03", "oversized:400000:chunked=0.03", "stall=0.02", "stall:body=0.02",
         ].map { try RandomFault(spec: $0) }
-        let server = DemoFeedServer.Configuration(
-            feeds: [.init(name: "home", initialCount: 2500, maxLimit: 100)], randomFaults: faults, seed: 7)
-        try await withFeedServer(server) { server, client in
+        let server = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 2500, maxLimit: 100)])
+        try await withFeedServer(server, faults: .init(randomFaults: faults, seed: 7)) { server, client in
             try await withStore { store in
                 let source = try server.source("home", client: client, limit: 100) {
                     $0.requestTimeout = .milliseconds(800)

@@ -52,14 +52,19 @@ struct DemoFeedExecutableTests {
         #expect(status == 0, "\(process.output)")
     }
 
-    @Test("bad flags are refused with a reason and a usage exit code")
+    @Test("bad flags are refused with a reason and a usage exit code; demo-feed has no fault flags")
     func badFlags() async throws {
         let path = try BuildProducts.path("demo-feed")
-        for arguments in [["--fault", "explode=0.1"], ["--feed", "bad/name"], ["--latency-ms", "9-1"]] {
+        let faults = try BuildProducts.path("demo-feed-faults")
+        let cases = [
+            (faults, ["--fault", "explode=0.1"]), (path, ["--feed", "bad/name"]), (path, ["--latency-ms", "9-1"]),
+            (faults, ["--feed", "bad/name"]), (path, ["--fault", "status:503=0.1"]),
+        ]
+        for (executable, arguments) in cases {
             // coreutils' timeout ends a program that does not exit by itself (status 124), so a
             // build that started serving despite the bad flag fails the test instead of hanging it.
             do {
-                try await runCommand(["timeout", "-k", "5", "60", path] + arguments)
+                try await runCommand(["timeout", "-k", "5", "60", executable] + arguments)
                 Issue.record("\(arguments): exited 0")
             } catch let failed as CommandFailed {
                 #expect(failed.status == 64, "\(arguments)")

@@ -1,6 +1,7 @@
 import DemoFeedServer
 import Foundation
 import HTTPFeedSource
+import SyncdTesting
 import TestSupport
 import Testing
 
@@ -130,6 +131,27 @@ struct DemoFeedServerTests {
         }
     }
 
+    @Test("without a request hook, as shipped: fault= is an ordinary parameter and there is no /admin/faults")
+    func noHook() async throws {
+        let server = try DemoFeedServer(configuration: .init(feeds: [.init(name: "home", initialCount: 30)]), logger: quietLogger)
+        try await server.start()
+        do {
+            let base = try #require(server.baseURL)
+            let page = try await rawRequest(try #require(server.feedURL("home", limit: 5)) + "&fault=status:503")
+            #expect(page.status == 200)
+            #expect(try #require(page.header("link")).contains("fault=status%3A503"))
+            #expect(try await rawRequest(base + "/feeds/home?fault=bogus").status == 200)
+            #expect(try await rawRequest(base + "/admin/faults?fault=status:503", method: .POST).status == 404)
+            #expect(try await rawRequest(base + "/admin/feeds/home").body.contains("\"stalled\":0"))
+            #expect(await server.requests(feed: "home").allSatisfy { $0.intervention == nil })
+            await #expect(throws: DemoFeedServerError.self) { try await server.scriptFault(.init(.malformed)) }
+            await server.stop()
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
     @Test("a bad per-request fault spec is the client's error")
     func badFaultQuery() async throws {
         try await withFeedServer(.init(feeds: [.init(name: "home", initialCount: 5)])) { server, _ in
@@ -152,7 +174,7 @@ struct DemoFeedServerTests {
 
     @Test("stop() ends stalled requests and returns; the port is closed afterwards")
     func stopWithStalls() async throws {
-        let server = try DemoFeedServer(configuration: .init(feeds: [.init(name: "home", initialCount: 5)]), logger: quietLogger)
+        let server = try DemoFeedServer(configuration: .init(feeds: [.init(name: "home", initialCount: 5)]), faults: .init(), logger: quietLogger)
         let port = try await server.start()
         #expect(port > 0)
         let url = try #require(server.feedURL("home"))

@@ -3,6 +3,7 @@ import Foundation
 import HTTPFeedSource
 import SyncCore
 import Synchronization
+import SyncdTesting
 import Testing
 import TestSupport
 
@@ -215,9 +216,8 @@ struct FaultDuringSyncTests {
             "malformed=0.03", "truncated=0.03", "oversized:400000:chunked=0.03", "stall=0.02", "stall:body=0.02",
         ].map { try RandomFault(spec: $0) }
         let configuration = DemoFeedServer.Configuration(
-            feeds: [.init(name: "home", initialCount: 2000, maxLimit: 100)], randomFaults: faults,
-            latencyMilliseconds: 0...3, seed: 42)
-        try await withFeedServer(configuration) { server, client in
+            feeds: [.init(name: "home", initialCount: 2000, maxLimit: 100)], latencyMilliseconds: 0...3)
+        try await withFeedServer(configuration, faults: .init(randomFaults: faults, seed: 42)) { server, client in
             // Each stall costs the hang guard (`source`'s default); anything shorter lets a
             // healthy request on a loaded machine time out too and count as a fault that never
             // happened. The seed makes the faults, and so the stalls, the same every run.

@@ -4,6 +4,7 @@ import HTTPFeedSource
 import Logging
 import SyncCore
 import Synchronization
+import SyncdTesting
 import Testing
 import TestSupport
 
@@ -26,17 +27,19 @@ func withFeedClient<T: Sendable>(connectTimeout: Duration = hangGuard, _ body: (
     }
 }
 
-/// Starts a demo server on an ephemeral loopback port and a feed client, runs `body`, and stops
-/// both whatever happens. The client's connect timeout is the hang guard, as in ``withFeedClient``.
+/// Starts a demo server, with fault injection (`faults`), on an ephemeral loopback port and a feed
+/// client, runs `body`, and stops both whatever happens. The client's connect timeout is the hang
+/// guard, as in ``withFeedClient``.
 func withFeedServer<T: Sendable>(
     _ configuration: DemoFeedServer.Configuration,
+    faults: FaultInjector.Settings = .init(),
     clientOptions: HTTPFeedClient.Options = .init(connectTimeout: hangGuard),
     _ body: (DemoFeedServer, HTTPFeedClient) async throws -> T
 ) async throws -> T {
     var configuration = configuration
     configuration.host = "127.0.0.1"
     configuration.port = 0
-    let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
+    let server = try DemoFeedServer(configuration: configuration, faults: faults, logger: quietLogger)
     try await server.start()
     let client = HTTPFeedClient(options: clientOptions)
     do {

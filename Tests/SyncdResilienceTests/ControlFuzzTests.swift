@@ -17,7 +17,7 @@ extension SyncdResilienceTests {
         let seed = Seed.resolve("control-fuzz")
         var rng = SplitMix64(seed: seed)
         let feed = "home"
-        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 300, itemsPerSecond: 2)], seed: seed))
+        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 300, itemsPerSecond: 2)]), faults: .init(seed: seed))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "control-fuzz", seed: seed,

@@ -17,7 +17,7 @@ extension SyncdResilienceTests {
         try Privileges.requireRoot()
         let seed = Seed.resolve("hostile-client")
         let feed = "home"
-        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 200, itemsPerSecond: 0)], seed: seed))
+        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 200, itemsPerSecond: 0)]), faults: .init(seed: seed))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "hostile-client", seed: seed,

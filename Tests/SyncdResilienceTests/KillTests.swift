@@ -17,9 +17,8 @@ extension SyncdResilienceTests {
         let feed = "home"
         let server = try await startServer(.init(
             feeds: [FeedDefinition(name: feed, initialCount: 6_000)],
-            latencyMilliseconds: 2...40,
-            seed: seed
-        ))
+            latencyMilliseconds: 2...40
+        ), faults: .init(seed: seed))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "sigkill", seed: seed,

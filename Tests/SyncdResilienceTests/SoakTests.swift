@@ -1,5 +1,6 @@
 import DemoFeedServer
 import Foundation
+import SyncdTesting
 import Synchronization
 import Testing
 import TestSupport
@@ -38,10 +39,9 @@ extension SyncdResilienceTests {
         let feeds = [FeedDefinition(name: "alpha", initialCount: 3_000), FeedDefinition(name: "beta", initialCount: 1_200)]
         // Restarted fault-free on the same port below: a port outside the ephemeral range, so
         // no other test's server or connection can take it in between.
-        let faulty = try await startServerOnAFixedPort(.init(
-            feeds: feeds, randomFaults: Self.soakFaults, latencyMilliseconds: 0...40, seed: seed,
-            stallLimit: .seconds(5)
-        ))
+        let faulty = try await startServerOnAFixedPort(
+            .init(feeds: feeds, latencyMilliseconds: 0...40),
+            faults: .init(randomFaults: Self.soakFaults, seed: seed, stallLimit: .seconds(5)))
         let port = try #require(faulty.port)
         let harness = try DaemonHarness(
             test: "soak", seed: seed,
@@ -87,7 +87,7 @@ extension SyncdResilienceTests {
             }
             try await stopServer(faulty)
             let fixed = try await startServer(.init(
-                port: port, feeds: feeds.map { var f = $0; f.initialCount = counts[f.name]!; return f }, seed: seed))
+                port: port, feeds: feeds.map { var f = $0; f.initialCount = counts[f.name]!; return f }), faults: .init(seed: seed))
             calm.withLock { $0 = fixed }
             for feed in feeds {
                 #expect(try await fixed.items(feed: feed.name) == faulty.items(feed: feed.name), "the fault-free server serves the same items")
@@ -182,11 +182,9 @@ extension SyncdResilienceTests {
     func sigtermIsNotHeldUpByHangingRequests() async throws {
         let seed = Seed.resolve("sigterm-stalled")
         let feed = "home"
-        let server = try await startServer(.init(
-            feeds: [FeedDefinition(name: feed, initialCount: 500)],
-            randomFaults: [RandomFault(fault: .stall(.headers), probability: 1)],
-            seed: seed, stallLimit: .seconds(900)
-        ))
+        let server = try await startServer(
+            .init(feeds: [FeedDefinition(name: feed, initialCount: 500)]),
+            faults: .init(randomFaults: [RandomFault(fault: .stall(.headers), probability: 1)], seed: seed, stallLimit: .seconds(900)))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "sigterm-stalled", seed: seed,

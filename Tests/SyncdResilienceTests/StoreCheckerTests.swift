@@ -6,6 +6,7 @@ import FoundationNetworking
 import GRDB
 import SyncCore
 import SyncStore
+import SyncdTesting
 import Testing
 import TestSupport
 
@@ -14,7 +15,7 @@ extension SyncdResilienceTests {
     /// or altered item, a shared position, a cursor off the stored edge.
     @Test(.timeLimit(.minutes(3)))
     func storeCheckerCatchesGapsCorruptionAndStrayCursors() async throws {
-        let directory = try ScratchDirectory(prefix: "syncd-resilience-checker")
+        let directory = try TemporaryDirectory(prefix: "syncd-resilience-checker")
         let served = (1...100).map { DemoFeedItem.generate(feed: "home", sequence: $0, idWidth: 10, idField: "id") }
         let base = "http://127.0.0.1:1/feeds/home?limit=20"
         func page(_ range: ClosedRange<Int>) -> [FeedItem] {

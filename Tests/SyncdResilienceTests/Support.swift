@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import SyncControl
 import Synchronization
+import SyncdTesting
 import Testing
 import TestSupport
 
@@ -56,13 +57,13 @@ struct FeedSetup: Sendable {
 /// A temporary directory holding syncd's configuration, store, control socket and logs, and the
 /// runs of the real `syncd` executable started from it.
 final class DaemonHarness: Sendable {
-    let directory: ScratchDirectory
+    let directory: TemporaryDirectory
     let configPath: String
     let storePath: String
     let socketPath: String
     let test: String
     let seed: UInt64
-    private let runs = Mutex<[DaemonProcess]>([])
+    private let runs = Mutex<[ChildProcess]>([])
 
     init(
         test: String, seed: UInt64, feeds: [FeedSetup],
@@ -70,7 +71,7 @@ final class DaemonHarness: Sendable {
     ) throws {
         self.test = test
         self.seed = seed
-        directory = try ScratchDirectory(prefix: "syncd-resilience")
+        directory = try TemporaryDirectory(prefix: "syncd-resilience")
         configPath = directory.file("syncd.toml")
         storePath = directory.file("state/syncd.sqlite")
         socketPath = directory.file("run/io.syncd")
@@ -95,10 +96,10 @@ final class DaemonHarness: Sendable {
     }
 
     /// Starts a new run of `syncd`; its output goes to `syncd-N.log`.
-    func start() throws -> DaemonProcess {
+    func start() throws -> ChildProcess {
         let syncd = try BuildProducts.path("syncd")
         return try runs.withLock { runs in
-            let process = try DaemonProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
+            let process = try ChildProcess([syncd, "--config", configPath], logPath: directory.file("syncd-\(runs.count).log"))
             runs.append(process)
             return process
         }
@@ -115,7 +116,7 @@ final class DaemonHarness: Sendable {
 
     /// Waits (bounded) until the control socket answers `GetStatus`. The bound is a hang guard:
     /// a start-up that a loaded machine slows down still passes.
-    func waitUntilServing(_ process: DaemonProcess, timeout: Duration = hangGuard * 2) async throws -> ControlStatus {
+    func waitUntilServing(_ process: ChildProcess, timeout: Duration = hangGuard * 2) async throws -> ControlStatus {
         let deadline = ContinuousClock.now + timeout
         var lastError: (any Error)?
         while ContinuousClock.now < deadline {
@@ -194,12 +195,14 @@ func withCleanup<T>(_ body: () async throws -> T, cleanup: () async -> Void) asy
     }
 }
 
-/// Starts a demo feed server on 127.0.0.1; a fixed port that is still held is retried until
-/// `timeout` (a hang guard) has passed.
-func startServer(_ configuration: DemoFeedServer.Configuration, timeout: Duration = hangGuard) async throws -> DemoFeedServer {
+/// Starts a demo feed server, with fault injection (`faults`), on 127.0.0.1; a fixed port that is
+/// still held is retried until `timeout` (a hang guard) has passed.
+func startServer(
+    _ configuration: DemoFeedServer.Configuration, faults: FaultInjector.Settings = .init(), timeout: Duration = hangGuard
+) async throws -> DemoFeedServer {
     let deadline = ContinuousClock.now + timeout
     while true {
-        let server = try DemoFeedServer(configuration: configuration)
+        let server = try DemoFeedServer(configuration: configuration, faults: faults)
         do {
             try await server.start()
             return server
@@ -216,7 +219,7 @@ func startServer(_ configuration: DemoFeedServer.Configuration, timeout: Duratio
 /// stopped and a new server started on the same port: no port that the kernel hands out (to a
 /// server on port 0 or a client's connection, of any test running beside this one) can take it in
 /// between. Ports some other program holds are skipped.
-func startServerOnAFixedPort(_ configuration: DemoFeedServer.Configuration) async throws -> DemoFeedServer {
+func startServerOnAFixedPort(_ configuration: DemoFeedServer.Configuration, faults: FaultInjector.Settings = .init()) async throws -> DemoFeedServer {
     let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
         .split(whereSeparator: \.isWhitespace).compactMap { Int($0) } ?? []
     let ephemeralStart = range.first ?? 32_768
@@ -224,7 +227,7 @@ func startServerOnAFixedPort(_ configuration: DemoFeedServer.Configuration) asyn
     var lastError: (any Error)?
     for _ in 0..<100 {
         configuration.port = Int.random(in: 10_000..<max(10_001, ephemeralStart))
-        let server = try DemoFeedServer(configuration: configuration)
+        let server = try DemoFeedServer(configuration: configuration, faults: faults)
         do {
             try await server.start()
             return server

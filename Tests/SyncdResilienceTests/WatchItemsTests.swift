@@ -16,7 +16,7 @@ extension SyncdResilienceTests {
     func aFollowerOfWatchItemsMissesNothingThroughAKill() async throws {
         let seed = Seed.resolve("watch-items")
         let feed = "home"
-        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 1_500)], latencyMilliseconds: 1...5, seed: seed))
+        let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 1_500)], latencyMilliseconds: 1...5), faults: .init(seed: seed))
         let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "watch-items", seed: seed,

@@ -4,7 +4,8 @@ import Testing
 import TestSupport
 
 /// syncd as an operator runs it: the real binary in a network namespace, the reference feed
-/// server (the real `demo-feed` binary) in the peer namespace, the control socket on disk.
+/// server (the real `demo-feed` binary, or `demo-feed-faults` where a test injects faults) in
+/// the peer namespace, the control socket on disk.
 @Suite(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
 struct EndToEndTests {
     /// The demo server's ids: zero-padded, newest first.
@@ -30,6 +31,7 @@ struct EndToEndTests {
         ///   - network: more `[network]` keys; `tables`: more tables, before the feeds.
         ///   - server: the feed server's command, run in the server's namespace, listening on port
         ///     8080 and answering `/health`; `nil` for the demo server with `initialItems` items.
+        ///   - faults: whether that demo server is `demo-feed-faults`, which takes `/admin/faults`.
         ///   - feedPath: the feeds' URL path on the server; `feedKeys`: more keys for each feed.
         ///   - environment: `NAME=value` settings for syncd's environment.
         ///   - store: the store's path; `nil` for one in the rig's directory; `daemonKeys`: more
@@ -44,6 +46,7 @@ struct EndToEndTests {
             resolvConf: String? = nil,
             hosts: String? = nil,
             server: [String]? = nil,
+            faults: Bool = false,
             feedPath: String = "/feeds/demo",
             feedKeys: String = "",
             environment: [String] = [],
@@ -65,7 +68,7 @@ struct EndToEndTests {
                 try await topology.server.ip("addr", "add", "\(Self.farAddress)/32", "dev", VethTopology.serverLink)
                 try await topology.client.ip("route", "add", "10.88.0.0/24", "via", VethTopology.serverAddress)
             }
-            let demo = [try BuildProducts.path("demo-feed"),
+            let demo = [try BuildProducts.path(faults ? "demo-feed-faults" : "demo-feed"),
                         "--host", "0.0.0.0", "--port", "8080", "--feed", "demo:\(initialItems):0", "--limit", "50", "--log-level", "warning"]
             feedServer = try ChildProcess(["ip", "netns", "exec", topology.server.name] + (server ?? demo), logPath: directory.file("demo-feed.log"))
             try SyncdConfig(
@@ -193,7 +196,7 @@ struct EndToEndTests {
 
     @Test func offlinePausesWithoutRequestsAndReconnectRetriesAndCatchesUp() async throws {
         try Privileges.requireRoot()
-        let rig = try await Rig(initialItems: 400)
+        let rig = try await Rig(initialItems: 400, faults: true)
         try await rig.using { rig in
 
             // Full sync: initial page, then older pages to the end.

@@ -183,8 +183,8 @@ public struct TestSetupFailed: Error, CustomStringConvertible {
     public init(description: String) { self.description = description }
 }
 
-/// A program started with `posix_spawn`, its output in a log file, its standard input (when asked for) a
-/// socket this object writes lines to.
+/// A program started with ``spawn(_:standardInput:standardOutput:standardError:environment:newProcessGroup:defaultSignals:)``,
+/// its output in a log file, its standard input (when asked for) a socket this object writes lines to.
 ///
 /// Not `ChildProcess`, whose standard input is /dev/null. A socket rather than a pipe so that a write
 /// to a child that died fails with EPIPE (`MSG_NOSIGNAL`) instead of killing the test process with
@@ -213,35 +213,19 @@ public final class SpawnedProcess: Sendable {
         } else {
             ends[1] = open("/dev/null", O_RDONLY | O_CLOEXEC)
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, ends[1], 0)
-        posix_spawn_file_actions_adddup2(&actions, log, 1)
-        posix_spawn_file_actions_adddup2(&actions, log, 2)
-        closeInheritedDescriptors(&actions)
-        let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
-        defer { for argument in argv { free(argument) } }
         // The spawning thread's blocked and ignored signals would be inherited: a dbus-daemon spawned
         // with SIGTERM blocked never stops on it.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/usr/bin/env", &actions, &attributes, argv, environ)
-        close(ends[1])
-        guard spawned == 0 else {
+        let pid: pid_t
+        do {
+            pid = try spawn(
+                arguments, standardInput: .descriptor(ends[1]), standardOutput: .descriptor(log), standardError: .descriptor(log),
+                defaultSignals: true)
+        } catch {
+            close(ends[1])
             if ends[0] >= 0 { close(ends[0]) }
-            throw TestSetupFailed(description: "cannot start \(arguments[0]): \(String(cString: strerror(spawned)))")
+            throw TestSetupFailed(description: "cannot start \(arguments[0]): \(error)")
         }
+        close(ends[1])
         self.pid = pid
         self.logPath = logPath
         self.input = Mutex(ends[0])
@@ -298,9 +282,7 @@ public final class SpawnedProcess: Sendable {
             var result: pid_t
             repeat { result = waitpid(pid, &raw, blocking ? 0 : WNOHANG) } while result < 0 && errno == EINTR
             guard result == pid else { return nil }
-            // WIFEXITED / WTERMSIG spelled out: the macros are not imported.
-            let signal = raw & 0x7f
-            status = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+            status = exitCode(ofWaitStatus: raw)
             return status
         }
     }

@@ -7,7 +7,7 @@ import NetlinkProbe
 /// (a) a plain netlink socket receiving the link message and (b) a consumer of the monitor's
 /// verdict stream receiving `offline(noCarrier)` — both from the same kernel event.
 ///
-/// The same method as ``LinkLatencyProbe`` (netmon latency), split into one call per measurement
+/// The same method as ``LinkLatencyProbe`` (netprobe latency), split into one call per measurement
 /// so that a benchmark harness can drive the iterations: set up once, then ``measure()`` and
 /// ``restore()`` alternately. The request is sent in-process (no `ip` start-up in the figures);
 /// the default route the kernel flushes on admin-down is put back by ``restore()``, outside the

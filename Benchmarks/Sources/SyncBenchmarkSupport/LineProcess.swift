@@ -1,4 +1,5 @@
 import Foundation
+import NetlinkProbe
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -6,29 +7,40 @@ import Glibc
 
 /// A child process spoken to in lines: commands on its standard input, answers and events on
 /// its standard output, read by a thread of its own into an `AsyncStream` (so no cooperative
-/// thread ever blocks in `read`). Standard error is passed through.
+/// thread ever blocks in `read`). Standard error is passed through. Started by NetlinkProbe's
+/// `spawn`, as the tests start theirs, and reaped here.
 public final class LineProcess: Sendable {
     public let pid: Int32
     public let lines: AsyncStream<String>
-    private let input: FileHandle
-    private let process: Mutex<Process?>
+    /// Our end of the child's standard input, -1 once closed.
+    private let input: Mutex<Int32>
+    /// The child's wait status once reaped.
+    private let reaped = Mutex<Int32?>(nil)
 
     public init(executable: String, arguments: [String], environment: [String: String]? = nil) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = childEnvironment(environment ?? [:])
-        let inputPipe = Pipe(), outputPipe = Pipe()
-        process.standardInput = inputPipe
-        process.standardOutput = outputPipe
-        try process.run()
-        pid = process.processIdentifier
-        input = inputPipe.fileHandleForWriting
-        self.process = Mutex(process)
+        let inputPipe = try makePipe()
+        let outputPipe: (read: Int32, write: Int32)
+        do {
+            outputPipe = try makePipe()
+        } catch {
+            close(inputPipe.read); close(inputPipe.write)
+            throw error
+        }
+        defer { close(inputPipe.read); close(outputPipe.write) }
+        do {
+            pid = try spawn(
+                [executable] + arguments, standardInput: .descriptor(inputPipe.read), standardOutput: .descriptor(outputPipe.write),
+                environment: childEnvironment(environment ?? [:]))
+        } catch {
+            close(inputPipe.write); close(outputPipe.read)
+            throw error
+        }
+        input = Mutex(inputPipe.write)
         let (lines, continuation) = AsyncStream<String>.makeStream()
         self.lines = lines
-        let fd = outputPipe.fileHandleForReading.fileDescriptor
+        let fd = outputPipe.read
         Thread {
+            defer { close(fd) }
             var buffer: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
@@ -46,19 +58,40 @@ public final class LineProcess: Sendable {
     }
 
     public func send(_ line: String) throws {
-        try input.write(contentsOf: Data((line + "\n").utf8))
+        try input.withLock { fd in
+            var bytes = Array((line + "\n").utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { throw SyncRigError("cannot write to \(pid): \(String(cString: strerror(errno)))") }
+                bytes = bytes.dropFirst(written)
+            }
+        }
     }
 
-    /// Closes its input (the helpers exit at EOF), then SIGTERM, then SIGKILL after 5 s.
+    /// Closes its input (the helpers exit at EOF), then SIGTERM, then SIGKILL after 5 s; reaps it.
     public func finish() {
-        try? input.close()
-        guard let process = self.process.withLock({ $0 }) else { return }
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
         let deadline = ContinuousClock.now + .seconds(5)
         var termed = false
-        while process.isRunning {
+        while !hasExited() {
             if !termed && ContinuousClock.now > deadline - .seconds(3) { kill(pid, SIGTERM); termed = true }
             if ContinuousClock.now > deadline { kill(pid, SIGKILL) }
             usleep(5000)
+        }
+    }
+
+    /// Reaps the child if it has exited; whether it has.
+    private func hasExited() -> Bool {
+        reaped.withLock { reaped in
+            if reaped != nil { return true }
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid || (result < 0 && errno == ECHILD) { reaped = status }
+            return reaped != nil
         }
     }
 }

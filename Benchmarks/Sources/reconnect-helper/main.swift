@@ -3,7 +3,7 @@
 // one time line for all processes):
 //
 //   reconnect-helper server HOST PORT
-//     DemoFeedServer bound to HOST:PORT (the peer address in the server namespace), feed "live".
+//     DemoFeedServer (with SyncdTesting's fault injection) bound to HOST:PORT (the peer address in the server namespace), feed "live".
 //     -> "listening PORT"
 //     "stall"            -> "ok"          the next newer request stalls (held, never answered)
 //     "stalled"          -> "stalled N"   once a request is being held
@@ -30,6 +30,7 @@ import SyncBenchmarkSupport
 import SyncCoordinator
 import SyncCore
 import SyncStore
+import SyncdTesting
 
 /// Lines from stdin, read on a thread of their own.
 func stdinLines() -> AsyncStream<String> {
@@ -73,10 +74,9 @@ func runServer(host: String, port: Int) async throws {
     configuration.host = host
     configuration.port = port
     configuration.feeds = [FeedDefinition(name: "live", initialCount: 200, itemsPerSecond: 0)]
-    configuration.stallLimit = .seconds(3)
     var logger = Logger(label: "reconnect-server")
     logger.logLevel = helperLogLevel
-    let server = try DemoFeedServer(configuration: configuration, logger: logger)
+    let server = try DemoFeedServer(configuration: configuration, faults: .init(stallLimit: .seconds(3)), logger: logger)
     let bound = try await server.start()
     emit("listening \(bound)")
     for await command in stdinLines() {

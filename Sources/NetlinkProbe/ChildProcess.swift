@@ -1,15 +1,13 @@
 import Foundation
-import NetlinkProbe
 import Synchronization
 
-/// A long-running program started by a test (syncd, demo-feed, a Python client), stopped when the
-/// test ends.
+/// A long-running program started by a test or a benchmark (syncd, demo-feed, a Python client),
+/// stopped when it ends.
 ///
 /// Output goes to a log file so a failing test can show it, and a full pipe can never block the
-/// child; a test that talks to the child while it runs asks for ``Pipes`` instead. Spawned with posix_spawn and reaped with waitpid here, as ``runCommand(_:input:allowFailure:timeout:)``
-/// does, not with Foundation's `Process`: in a full run, with many descriptors open and many
-/// children at once, `Process.run()` crashed the test process copying its descriptor list
-/// (SIGSEGV in memcpy, seen in CI).
+/// child; a test that talks to the child while it runs asks for ``Pipes`` instead. Started by
+/// ``spawn(_:standardInput:standardOutput:standardError:environment:newProcessGroup:defaultSignals:)``,
+/// as ``runCommand(_:input:allowFailure:timeout:)`` starts its programs, and reaped with waitpid here.
 public final class ChildProcess: Sendable {
     /// Which of the child's standard streams are pipes to the test rather than /dev/null (input)
     /// and the log file (output).
@@ -40,29 +38,22 @@ public final class ChildProcess: Sendable {
     /// Every thread's backtrace, taken when a stop found the child still running at its timeout.
     private let stacks = Mutex<String?>(nil)
 
+    /// What a service manager running the tests set for the test process itself, which no
+    /// child inherits.
+    static let serviceManagerVariables: Set<String> = [
+        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM",
+    ]
+
     /// Starts `arguments` through `/usr/bin/env` (so a program is looked up in `PATH`), with
     /// standard input from /dev/null and standard output and error to `logPath`; nothing else
     /// of the test process is inherited but its environment, less what a service manager
-    /// running the tests set for the test process itself (`NOTIFY_SOCKET`, `LISTEN_FDS`, …).
+    /// running the tests set for the test process itself (`NOTIFY_SOCKET`, `LISTEN_FDS`, …),
+    /// or `environment` instead when given.
     ///
     /// `pipes` replaces standard input, standard output or both with pipes to the test (see
     /// ``Pipes``). Throws ``CommandFailed`` when the program cannot be started.
-    public init(_ arguments: [String], logPath: String, pipes: Pipes = []) throws {
+    public init(_ arguments: [String], logPath: String, pipes: Pipes = [], environment: [String: String]? = nil) throws {
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        // Both ends close-on-exec (atomically, as other threads spawn too): the child gets its
-        // end as 0 or 1 through dup2, and no other child inherits either. pipe2 is hidden from
-        // Swift's Glibc module (it needs _GNU_SOURCE), so it is looked up at run time.
-        func makePipe() throws -> (read: Int32, write: Int32) {
-            typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else {
-                throw CommandFailed(command: arguments, status: -1, stderr: "pipe2 is missing from the C library")
-            }
-            var ends: [Int32] = [-1, -1]
-            guard unsafeBitCast(symbol, to: Pipe2.self)(&ends, O_CLOEXEC) == 0 else {
-                throw CommandFailed(command: arguments, status: -1, stderr: "pipe: \(String(cString: strerror(errno)))")
-            }
-            return (ends[0], ends[1])
-        }
         let inputPipe = pipes.contains(.standardInput) ? try makePipe() : nil
         let outputPipe: (read: Int32, write: Int32)?
         do {
@@ -76,36 +67,19 @@ public final class ChildProcess: Sendable {
             if let inputPipe { close(inputPipe.read) }
             if let outputPipe { close(outputPipe.write) }
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        if let inputPipe {
-            posix_spawn_file_actions_adddup2(&actions, inputPipe.read, 0)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        }
-        if let outputPipe {
-            posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_APPEND, 0o644)
-            posix_spawn_file_actions_adddup2(&actions, outputPipe.write, 1)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_APPEND, 0o644)
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        }
-        closeInheritedDescriptors(&actions)
-        let dropped: Set<String> = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM"]
-        let environment = ProcessInfo.processInfo.environment.filter { !dropped.contains($0.key) }.map { "\($0.key)=\($0.value)" }
-        let argv = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, "/usr/bin/env", &actions, nil, argv, envp)
-        guard result == 0 else {
+        let environment = environment ?? ProcessInfo.processInfo.environment.filter { !Self.serviceManagerVariables.contains($0.key) }
+        let child: pid_t
+        do {
+            child = try spawn(
+                arguments,
+                standardInput: inputPipe.map { .descriptor($0.read) } ?? .null,
+                standardOutput: outputPipe.map { .descriptor($0.write) } ?? .appending(to: logPath),
+                standardError: outputPipe == nil ? .standardOutput : .appending(to: logPath),
+                environment: environment)
+        } catch {
             if let inputPipe { close(inputPipe.write) }
             if let outputPipe { close(outputPipe.read) }
-            throw CommandFailed(command: arguments, status: -1, stderr: "cannot start: \(String(cString: strerror(result)))")
+            throw error
         }
         pid = child
         self.logPath = logPath
@@ -119,6 +93,23 @@ public final class ChildProcess: Sendable {
         input.withLock { fd in
             if fd >= 0 { close(fd) }
             fd = -1
+        }
+    }
+
+    /// Writes `text` to the child's standard input (``Pipes/standardInput``); throws when it is
+    /// not piped, closed, or the child no longer reads it.
+    public func writeStandardInput(_ text: String) throws {
+        try input.withLock { fd in
+            guard fd >= 0 else { throw CommandFailed(command: ["write"], status: -1, stderr: "the standard input of \(pid) is not open") }
+            var bytes = Array(text.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else {
+                    throw CommandFailed(command: ["write"], status: -1, stderr: "cannot write to \(pid)'s input: \(String(cString: strerror(errno)))")
+                }
+                bytes = bytes.dropFirst(written)
+            }
         }
     }
 
@@ -179,8 +170,7 @@ public final class ChildProcess: Sendable {
     /// The exit code of a wait status, or 128 + the signal; -1 when unknown.
     private static func code(_ status: Int32?) -> Int32 {
         guard let status, status != -1 else { return -1 }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        return exitCode(ofWaitStatus: status)
     }
 
     deinit {
@@ -195,24 +185,6 @@ public final class ChildProcess: Sendable {
     }
 }
 
-/// Waits (bounded by `timeout`) for `process` to exit, SIGKILLs it when it has not, and reaps
-/// it; returns its status as ``exitStatus(of:)`` reports it (128 + signal when killed).
-///
-/// Not `waitUntilExit()`, which cannot be bounded and can miss an exit (see ``exitStatus(of:)``).
-/// `beforeKill` runs on a process still running at the timeout, before the SIGKILL.
-@discardableResult
-public func reap(_ process: Process, timeout: Duration = hangGuard, beforeKill: (@Sendable (Int32) async -> Void)? = nil) async -> Int32 {
-    let pid = process.processIdentifier
-    func hasExited() -> Bool { !process.isRunning || isZombie(pid) }
-    let deadline = ContinuousClock.now + timeout
-    while !hasExited() && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-    if !hasExited() {
-        await beforeKill?(pid)
-        kill(pid, SIGKILL)
-    }
-    return (try? await onDedicatedThread { exitStatus(of: process) }) ?? -1
-}
-
 /// Every thread's backtrace of `pid`, by gdb (which scripts/install-deps installs), demangled;
 /// bounded to a minute, and a line saying why when there is none.
 public func threadStacks(of pid: Int32) async -> String {
@@ -225,22 +197,4 @@ public func threadStacks(of pid: Int32) async -> String {
     return demangled.split(separator: "\n", omittingEmptySubsequences: false)
         .filter { $0.hasPrefix("Thread ") || $0.hasPrefix("#") }
         .joined(separator: "\n")
-}
-
-/// A temporary directory removed when released.
-public final class TemporaryDirectory: Sendable {
-    public let path: String
-
-    public init(prefix: String = "syncd-test") throws {
-        let template = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).XXXXXX").path
-        var bytes = Array(template.utf8CString)
-        guard let made = mkdtemp(&bytes) else { throw CommandFailed(command: ["mkdtemp"], status: errno, stderr: "cannot create a temporary directory") }
-        path = String(cString: made)
-    }
-
-    public func file(_ name: String) -> String { "\(path)/\(name)" }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
-    }
 }

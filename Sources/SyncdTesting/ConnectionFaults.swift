@@ -7,10 +7,7 @@ import Darwin
 #endif
 import NIOCore
 
-/// Thrown after the handler has deliberately broken the connection, so Hummingbird gives up on
-/// the response instead of writing one.
-struct ConnectionAbandoned: Error {}
-
+/// What faults do to a connection.
 enum ConnectionFaults {
     /// Closes the connection with a TCP RST rather than an orderly FIN: `SO_LINGER` with a
     /// zero timeout makes `close(2)` discard unsent data and reset, as a crashing peer or a

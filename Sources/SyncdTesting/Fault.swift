@@ -1,4 +1,6 @@
-/// A misbehaviour the server can inject into one feed request.
+import DemoFeedServer
+
+/// A misbehaviour a ``FaultInjector`` makes the demo feed server commit on one feed request.
 ///
 /// Written as a spec string in flags, query parameters and the admin API:
 ///
