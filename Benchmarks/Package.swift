@@ -133,7 +133,12 @@ let package = Package(
         /// and syncd's memory under a flood of pipelined calls nobody reads.
         .executableTarget(
             name: "ControlFairness",
-            dependencies: ["BenchmarkSupport", "SyncBenchmarkSupport", .product(name: "Benchmark", package: "benchmark")],
+            dependencies: [
+                "BenchmarkSupport",
+                "SyncBenchmarkSupport",
+                .product(name: "NetlinkProbe", package: "syncd"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
             path: "Benchmarks/ControlFairness",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),

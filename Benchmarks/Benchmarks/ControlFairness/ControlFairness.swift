@@ -16,6 +16,7 @@ import Benchmark
 import Foundation
 import Synchronization
 import BenchmarkSupport
+import NetlinkProbe
 import SyncBenchmarkSupport
 
 let aloneMetric = BenchmarkMetric.custom("GetStatus alone p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
@@ -224,16 +225,27 @@ let changeLatency: @Sendable () -> Void = {
     }
 }
 
-/// Rows of `query` on the store at `path`, read with the `sqlite3` shell (read-only, beside syncd).
+/// Rows of `query` on the store at `path`, read with the `sqlite3` shell (read-only, beside syncd);
+/// what it writes to standard error is passed on to ours.
+///
+/// Synchronous, so the benchmark that calls it stays a synchronous one (the runner runs an async
+/// benchmark in a task of the cooperative pool instead): the end of its output is the end of the
+/// program, whose exit is polled, not awaited with `waitForExit`.
 func sqlite(_ path: String, _ query: String) throws -> [String] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-    process.arguments = ["-readonly", path, query]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let log = path + "-sqlite3-\(UInt32.random(in: 0...UInt32.max)).log"
+    defer { try? FileManager.default.removeItem(atPath: log) }
+    let process = try ChildProcess(["/usr/bin/sqlite3", "-readonly", path, query], logPath: log, pipes: .standardOutput)
+    var data: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = read(process.standardOutput, &buffer, buffer.count)
+        if count < 0 && errno == EINTR { continue }
+        if count <= 0 { break }
+        data.append(contentsOf: buffer[0..<count])
+    }
+    while process.isRunning { usleep(1_000) }
+    let errors = process.output
+    if !errors.isEmpty { FileHandle.standardError.write(Data(errors.utf8)) }
     return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
 }
 

@@ -71,22 +71,15 @@ public enum RouteStormRig {
         guard try helper.readLine() == StormProtocol.ready else { throw RigError("storm-monitor did not start") }
 
         let log = "/dev/shm/syncd-storm-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: log) }
-        guard let logHandle = FileHandle(forWritingAtPath: log) else { throw RigError("cannot write \(log)") }
-        let ipMonitor = Process()
-        ipMonitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        ipMonitor.arguments = ["ip", "-n", topology.client.name, "monitor", "route"]
-        ipMonitor.standardOutput = logHandle
-        ipMonitor.standardError = FileHandle.nullDevice
-        ipMonitor.standardInput = FileHandle.nullDevice
-        try ipMonitor.run()
+        // Its output to the log, whose lines are counted below, and its errors too (it writes
+        // none). Started with no signal blocked, so that the SIGTERM below stops it.
+        let ipMonitor = try await startWithSignalsUnblocked(["ip", "-n", topology.client.name, "monitor", "route"], logPath: log)
         defer {
-            ipMonitor.terminate()
-            ipMonitor.waitForExit()
-            try? logHandle.close()
+            kill(ipMonitor.pid, SIGTERM)
+            ipMonitor.waitForExitOrKill()
         }
-        let ipPID = ipMonitor.processIdentifier
+        let ipPID = ipMonitor.pid
         let monitorPID = helper.pid
 
         // `ip monitor` is listening once its socket shows up in the namespace it entered.
@@ -212,29 +205,25 @@ public enum RouteStormRig {
     }
 }
 
-/// A child process spoken to in lines over its standard input and output.
+/// A child process spoken to in lines over its standard input and output; its standard error
+/// goes to a log file, copied to ours when it finishes.
 final class LineChild {
-    let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
+    let process: ChildProcess
     private var buffer: [UInt8] = []
 
     init(executable: String, arguments: [String]) throws {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw RigError("\(executable) is missing: build it first (`swift build -c release --package-path Benchmarks --product storm-monitor`, which scripts/bench does)")
         }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
+        let log = "/dev/shm/syncd-storm-monitor-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
+        process = try ChildProcess([executable] + arguments, logPath: log, pipes: [.standardInput, .standardOutput])
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Blocks until a whole line arrives (the helper answers within milliseconds).
     func readLine() throws -> String {
-        let fd = output.fileHandleForReading.fileDescriptor
+        let fd = process.standardOutput
         while true {
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
@@ -244,13 +233,13 @@ final class LineChild {
             var chunk = [UInt8](repeating: 0, count: 4096)
             let count = read(fd, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw RigError("storm-monitor exited") }
+            guard count > 0 else { throw RigError("storm-monitor exited: \(process.output)") }
             buffer.append(contentsOf: chunk[0..<count])
         }
     }
 
     func send(_ line: String) throws {
-        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+        try process.writeStandardInput(line + "\n")
     }
 
     func check() throws -> StormCheck {
@@ -258,22 +247,40 @@ final class LineChild {
         return try JSONDecoder().decode(StormCheck.self, from: Data(readLine().utf8))
     }
 
-    /// Closes its input (the helper exits at EOF) and reaps it.
+    /// Closes its input (the helper exits at EOF) and reaps it, giving up after 5 s with SIGKILL
+    /// so a wedged child never hangs a run; then passes on what it wrote to standard error.
     func finish() {
-        try? input.fileHandleForWriting.close()
-        process.waitForExit()
+        process.closeStandardInput()
+        process.waitForExitOrKill()
+        let errors = process.output
+        if !errors.isEmpty { FileHandle.standardError.write(Data(errors.utf8)) }
+        try? FileManager.default.removeItem(atPath: process.logPath)
     }
 }
 
-extension Process {
-    /// Waits for exit, giving up after 5 s with SIGKILL so a wedged child never hangs a run.
-    func waitForExit() {
+extension ChildProcess {
+    /// Waits for exit (polling, for a `defer`, which cannot await ``stop(signal:timeout:)``),
+    /// giving up after 5 s with SIGKILL so a wedged child never hangs a run.
+    func waitForExitOrKill() {
         let deadline = ContinuousClock.now + .seconds(5)
         while isRunning {
             if ContinuousClock.now > deadline {
-                kill(processIdentifier, SIGKILL)
+                kill(pid, SIGKILL)
             }
             usleep(5000)
         }
+    }
+}
+
+/// Starts a ``ChildProcess`` from a thread of its own that blocks no signal, so the child starts
+/// with none blocked, as Foundation's `Process` started it. A child spawned from a task inherits
+/// the signal mask of the cooperative pool's thread it runs on, which blocks SIGTERM, and a
+/// program that does not unblock it (`ip monitor`) would never see the SIGTERM that stops it.
+func startWithSignalsUnblocked(_ arguments: [String], logPath: String) async throws -> ChildProcess {
+    try await onDedicatedThread {
+        var none = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, nil)
+        return try ChildProcess(arguments, logPath: logPath)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NetlinkProbe
 import SyncStore
 
 /// Context switches of every thread of a process, read from /proc/PID/task/*/status.
@@ -218,28 +219,21 @@ public final class IdleRig: Sendable {
             networkmanager = false
             """ : "")
         try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
-        let log = FileHandle(forWritingAtPath: "/dev/null")
         let logPath = "\(directory)/syncd.log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        let syncd = Process()
-        syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
-        syncd.arguments = ["--config", "\(directory)/syncd.toml"]
         var environment = childEnvironment()
         if let bus { environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address }
-        syncd.environment = environment
-        syncd.standardOutput = log
-        // Its log (a file, written as /dev/null was before): the watcher's lines are checked below.
-        syncd.standardError = FileHandle(forWritingAtPath: logPath)
-        syncd.standardInput = FileHandle.nullDevice
         let systemBus = "DBUS_SYSTEM_BUS_ADDRESS \(environment["DBUS_SYSTEM_BUS_ADDRESS"].map { "= \($0)" } ?? "unset"), /run/dbus/system_bus_socket \(FileManager.default.fileExists(atPath: "/run/dbus/system_bus_socket") ? "exists" : "absent")"
-        try syncd.run()
+        // Its log (a file, with its standard output, which it does not write): the watcher's
+        // lines are checked below.
+        let syncd = try ChildProcess(
+            [try HelperPaths.executable("syncd"), "--config", "\(directory)/syncd.toml"], logPath: logPath, environment: environment)
         defer {
-            kill(syncd.processIdentifier, SIGTERM)
+            kill(syncd.pid, SIGTERM)
             let deadline = ContinuousClock.now + .seconds(5)
             while syncd.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
-            if syncd.isRunning { kill(syncd.processIdentifier, SIGKILL) }
+            if syncd.isRunning { kill(syncd.pid, SIGKILL) }
         }
-        let pid = syncd.processIdentifier
+        let pid = syncd.pid
 
         // Synced: every item stored and the end reached (read from the store, not over the
         // control socket, so the wait itself does not wake syncd).
@@ -247,7 +241,7 @@ public final class IdleRig: Sendable {
         var revisionBefore = 0
         while true {
             try await Task.sleep(for: .milliseconds(500))
-            guard syncd.isRunning else { throw SyncRigError("syncd exited with status \(syncd.terminationStatus)") }
+            guard syncd.isRunning else { throw SyncRigError("syncd exited with status \(await syncd.waitForExit())") }
             if FileManager.default.fileExists(atPath: "\(directory)/syncd.sqlite"),
                 let feed = try? SQLiteFeedStore(path: "\(directory)/syncd.sqlite").loadSynchronously(feed: "idle"),
                 feed.itemCount >= items, feed.endReached
@@ -274,16 +268,10 @@ public final class IdleRig: Sendable {
         }
         let watcherLog = watcherLines()
 
-        let monitor = Process()
-        monitor.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        monitor.arguments = ["ip", "monitor", "link", "address", "route"]
-        monitor.environment = childEnvironment()
-        monitor.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        monitor.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try monitor.run()
+        let monitor = try ChildProcess(["ip", "monitor", "link", "address", "route"], logPath: "\(directory)/ip-monitor.log", environment: childEnvironment())
         defer {
             // SIGKILL: children of the benchmark runner inherit its blocked SIGTERM.
-            kill(monitor.processIdentifier, SIGKILL)
+            kill(monitor.pid, SIGKILL)
             let deadline = ContinuousClock.now + .seconds(5)
             while monitor.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
         }
@@ -297,7 +285,7 @@ public final class IdleRig: Sendable {
         let floorFirst = ThreadSwitches(pid: floor.pid)
         let busFirst = bus.map { ThreadSwitches(pid: $0.pid) }
         let standInFirst = standIn.map { ThreadSwitches(pid: $0.pid) }
-        let monitorFirst = ThreadSwitches(pid: monitor.processIdentifier)
+        let monitorFirst = ThreadSwitches(pid: monitor.pid)
         var previous = ThreadSwitches(pid: pid)
         var perThread: [Int32: (name: String, switches: Int)] = [:]
         var perSecond: [Int] = []
@@ -314,7 +302,7 @@ public final class IdleRig: Sendable {
             perSecond.append(total)
             previous = now
         }
-        let monitorLast = ThreadSwitches(pid: monitor.processIdentifier)
+        let monitorLast = ThreadSwitches(pid: monitor.pid)
         let floorLast = ThreadSwitches(pid: floor.pid)
         let busSwitches = bus.map { ThreadSwitches(pid: $0.pid).total - busFirst!.total }
         let standInSwitches = standIn.map { ThreadSwitches(pid: $0.pid).total - standInFirst!.total }
@@ -362,7 +350,7 @@ public final class IdleRig: Sendable {
             seconds: elapsed, switches: perSecond.reduce(0, +), perSecond: perSecond, threads: threads,
             rssKiB: rss, pssKiB: pss, hwmKiB: procStatusKiB(pid: pid, "VmHWM"),
             baselineSwitches: monitorLast.total - monitorFirst.total,
-            baselineRSSKiB: procStatusKiB(pid: monitor.processIdentifier, "VmRSS"),
+            baselineRSSKiB: procStatusKiB(pid: monitor.pid, "VmRSS"),
             anonKiB: anon, fileKiB: file,
             floorSwitches: floorLast.total - floorFirst.total, floorRSSKiB: procStatusKiB(pid: floor.pid, "VmRSS"),
             floorPSSKiB: procPSSKiB(pid: floor.pid),

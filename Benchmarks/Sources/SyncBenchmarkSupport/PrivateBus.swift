@@ -1,4 +1,5 @@
 import Foundation
+import NetlinkProbe
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -95,18 +96,14 @@ public final class StandInNetworkManager: Sendable {
 
     /// The first Python with python3-dbus and python3-gi: Debian's own before the PATH's (a pyenv
     /// build has neither).
-    static func python() throws -> String {
+    static func python() async throws -> String {
         let probe = "import dbus, dbus.mainloop.glib; from gi.repository import GLib"
+        // The probe's output, which nobody reads, goes to a scratch log.
+        let log = NSTemporaryDirectory() + "python-probe-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
         for candidate in ["/usr/bin/python3", "/usr/local/bin/python3"] where FileManager.default.isExecutableFile(atPath: candidate) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: candidate)
-            process.arguments = ["-c", probe]
-            process.environment = childEnvironment()
-            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            process.waitUntilExit()
-            if process.terminationStatus == 0 { return candidate }
+            let process = try ChildProcess([candidate, "-c", probe], logPath: log, environment: childEnvironment())
+            if await process.waitForExit() == 0 { return candidate }
         }
         throw SyncRigError("no python3 with python3-dbus and python3-gi (apt-get install python3-dbus python3-gi)")
     }
@@ -116,7 +113,7 @@ public final class StandInNetworkManager: Sendable {
     public static func start(on bus: PrivateBus, devices: [(String, String)]) async throws -> StandInNetworkManager {
         let script = Self.script
         guard FileManager.default.fileExists(atPath: script) else { throw SyncRigError("\(script) is missing (IDLE_FAKE_NETWORKMANAGER names another)") }
-        let process = try LineProcess(executable: try python(), arguments: [script, bus.address] + devices.map { "\($0.0)=\($0.1)" })
+        let process = try LineProcess(executable: try await python(), arguments: [script, bus.address] + devices.map { "\($0.0)=\($0.1)" })
         let standIn = StandInNetworkManager(process: process)
         do {
             _ = try await standIn.reader.reader.next(timeout: .seconds(30)) { $0 == "ready" || $0.hasPrefix("error") }

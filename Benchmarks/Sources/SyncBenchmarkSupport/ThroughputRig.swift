@@ -5,7 +5,6 @@ import NetlinkProbe
 import SyncCoordinator
 import SyncCore
 import SyncStore
-import Synchronization
 
 /// Sync throughput: one feed of `items` items, paged `pageSize` at a time by the reference server
 /// (`demo-feed`, a process of its own on 127.0.0.1), synced into a fresh SQLite store
@@ -220,52 +219,46 @@ public actor ThroughputRig {
             textfile = "\(directory)/syncd.prom"
             """ : "")
         try config.write(toFile: "\(directory)/syncd.toml", atomically: true, encoding: .utf8)
-        let syncd = Process()
-        syncd.executableURL = URL(fileURLWithPath: try HelperPaths.executable("syncd"))
-        syncd.arguments = ["--config", "\(directory)/syncd.toml"]
-        syncd.environment = childEnvironment()
-        syncd.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        syncd.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        syncd.standardInput = FileHandle.nullDevice
+        let executable = try HelperPaths.executable("syncd")
         let start = ContinuousClock.now
-        try syncd.run()
-        defer {
-            kill(syncd.processIdentifier, SIGTERM)
-            syncd.waitUntilExit()
-        }
-        let pid = syncd.processIdentifier
-        // Int32.min until it exits (no exit status is that).
-        let exitStatus = Atomic<Int32>(.min)
-        syncd.terminationHandler = { exitStatus.store($0.terminationStatus, ordering: .sequentiallyConsistent) }
-        let path = "\(directory)/syncd.sqlite", socket = "\(directory)/io.syncd", items = self.items
-        // The watcher looks every 2 ms, on a thread of its own at nice 19: it must see the end
-        // soon (every 10 ms it saw it 5 ms late on average) without taking the cores from the
-        // two processes it watches. A task sleeping 2 ms at the default priority did: syncd
-        // took 0.42-0.48 s against 0.36-0.40 s looking every 10 ms (three runs each).
-        let seen: (count: Int, seconds: Double) = try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-                continuation.resume(with: Result {
-                    // The control socket appears after the store is opened and migrated: only then
-                    // is it opened here, so the two processes never race to create the schema.
-                    var store: SQLiteFeedStore?
-                    let deadline = start + .seconds(600)
-                    while true {
-                        usleep(2_000)
-                        let status = exitStatus.load(ordering: .sequentiallyConsistent)
-                        guard status == .min else { throw SyncRigError("syncd exited with status \(status)") }
-                        if store == nil, FileManager.default.fileExists(atPath: socket) {
-                            store = try SQLiteFeedStore(path: path)
+        // Its output and errors to a log in the run's directory, shown if it exits early.
+        let syncd = try ChildProcess(
+            [executable, "--config", "\(directory)/syncd.toml"], logPath: "\(directory)/syncd.log", environment: childEnvironment())
+        let pid = syncd.pid
+        return try await syncd.stopping(with: SIGTERM) {
+            let path = "\(directory)/syncd.sqlite", socket = "\(directory)/io.syncd", items = self.items
+            // The watcher looks every 2 ms, on a thread of its own at nice 19: it must see the end
+            // soon (every 10 ms it saw it 5 ms late on average) without taking the cores from the
+            // two processes it watches. A task sleeping 2 ms at the default priority did: syncd
+            // took 0.42-0.48 s against 0.36-0.40 s looking every 10 ms (three runs each).
+            // `nil` when syncd exited first.
+            let seen: (count: Int, seconds: Double)? = try await withCheckedThrowingContinuation { continuation in
+                Thread {
+                    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+                    continuation.resume(with: Result {
+                        // The control socket appears after the store is opened and migrated: only then
+                        // is it opened here, so the two processes never race to create the schema.
+                        var store: SQLiteFeedStore?
+                        let deadline = start + .seconds(600)
+                        while true {
+                            usleep(2_000)
+                            guard syncd.isRunning else { return nil }
+                            if store == nil, FileManager.default.fileExists(atPath: socket) {
+                                store = try SQLiteFeedStore(path: path)
+                            }
+                            if let feed = try? store?.loadSynchronously(feed: "bulk"), feed.itemCount >= items, feed.endReached {
+                                return (feed.itemCount, (ContinuousClock.now - start).seconds)
+                            }
+                            guard ContinuousClock.now < deadline else { throw SyncRigError("the syncd daemon did not sync the feed within 600 s") }
                         }
-                        if let feed = try? store?.loadSynchronously(feed: "bulk"), feed.itemCount >= items, feed.endReached {
-                            return (feed.itemCount, (ContinuousClock.now - start).seconds)
-                        }
-                        guard ContinuousClock.now < deadline else { throw SyncRigError("the syncd daemon did not sync the feed within 600 s") }
-                    }
-                })
-            }.start()
+                    })
+                }.start()
+            }
+            guard let seen else {
+                throw SyncRigError("syncd exited with status \(await syncd.waitForExit()): \(syncd.output.suffix(2000))")
+            }
+            return Run(items: seen.count, seconds: seen.seconds, cpuSeconds: procCPUSeconds(pid: pid))
         }
-        return Run(items: seen.count, seconds: seen.seconds, cpuSeconds: procCPUSeconds(pid: pid))
     }
 
     func runPython(_ index: Int) throws -> Run {
