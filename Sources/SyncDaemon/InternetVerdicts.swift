@@ -22,7 +22,12 @@ struct InternetVerdicts: Service {
     }
 
     func run() async {
-        for await verdict in verdicts.cancelOnGracefulShutdown() { broadcast.publish(verdict) }
+        // Not `cancelOnGracefulShutdown()`: its merge deadlocked on its own lock when the group
+        // cancelled this task (a part failing at start), and syncd never exited.
+        let (verdicts, broadcast) = (verdicts, broadcast)
+        await cancelWhenGracefulShutdown {
+            for await verdict in verdicts { broadcast.publish(verdict) }
+        }
         broadcast.finish()
     }
 }

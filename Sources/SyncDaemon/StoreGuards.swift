@@ -25,11 +25,15 @@ struct StoreFaultWatch: Service {
 
     /// Returns at graceful shutdown; throws the first fault found before it.
     func run() async throws {
-        for await fault in faults.cancelOnGracefulShutdown() {
-            let next = fault.kind == .damaged ? "moves the store aside and loads the feeds again" : "opens \(fault.path) anew"
-            logger.critical("\(fault), found while running: syncd stops; its next start \(next)")
-            notifier.notify("STATUS=store \(fault.kind.rawValue): \(fault.path)")
-            throw fault
+        let (faults, notifier, logger) = (faults, notifier, logger)
+        // Not `cancelOnGracefulShutdown()` (see ``InternetVerdicts``).
+        try await cancelWhenGracefulShutdown {
+            for await fault in faults {
+                let next = fault.kind == .damaged ? "moves the store aside and loads the feeds again" : "opens \(fault.path) anew"
+                logger.critical("\(fault), found while running: syncd stops; its next start \(next)")
+                notifier.notify("STATUS=store \(fault.kind.rawValue): \(fault.path)")
+                throw fault
+            }
         }
     }
 }
