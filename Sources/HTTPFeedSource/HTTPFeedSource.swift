@@ -385,13 +385,11 @@ public struct HTTPFeedSource: FeedSource {
     private func answer(
         _ url: URL, label: RequestLabel, validators: Validators?, onLinks: (@Sendable ([WebLink]) -> Void)?
     ) async throws -> RawResponse {
-        if let walk, !foldsHeaders.value.load(ordering: .relaxed) {
+        guard let walk, walk.serves(url) else { return try await walkedOrPooled(url, label: label, validators: validators, onLinks: onLinks) }
+        if !foldsHeaders.value.load(ordering: .relaxed) {
             do {
-                if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) { return answer }
-                return try await withRequestTimeout(label) { [self] in
-                    try await exchange(url, label: label, validators: validators, onLinks: onLinks)
-                }
-            } catch let error as HTTPParserError where error == .invalidHeaderToken && walk.serves(url) {
+                return try await walkedOrPooled(url, label: label, validators: validators, onLinks: onLinks)
+            } catch let error as HTTPParserError where error == .invalidHeaderToken {
                 // Asked again below, unfolded; from now on every request of this source is.
                 if !foldsHeaders.value.exchange(true, ordering: .relaxed) {
                     logger.notice("the server folds header lines over two (obs-fold, RFC 9112 §5.2): its responses are read unfolded, one per connection", metadata: [
@@ -400,14 +398,18 @@ public struct HTTPFeedSource: FeedSource {
                 }
             }
         }
-        guard let walk, walk.serves(url) else {
-            if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) { return answer }
-            return try await withRequestTimeout(label) { [self] in
-                try await exchange(url, label: label, validators: validators, onLinks: onLinks)
-            }
-        }
         return try await withRequestTimeout(label) { [self] in
             try await unfolded(url, label: label, validators: validators, onLinks: onLinks, walk: walk)
+        }
+    }
+
+    /// The answer over the walk's connection when the walk takes the request, else through the pool.
+    private func walkedOrPooled(
+        _ url: URL, label: RequestLabel, validators: Validators?, onLinks: (@Sendable ([WebLink]) -> Void)?
+    ) async throws -> RawResponse {
+        if let answer = try await walked(url, label: label, validators: validators, onLinks: onLinks) { return answer }
+        return try await withRequestTimeout(label) { [self] in
+            try await exchange(url, label: label, validators: validators, onLinks: onLinks)
         }
     }
 

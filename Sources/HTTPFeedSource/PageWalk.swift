@@ -51,6 +51,29 @@ final class PageWalk: Sendable {
         var decompressionLimit: Int?
         /// From when a request goes out until its response has ended.
         var requestTimeout: Duration
+
+        /// Builds a connection's pipeline to the origin: TLS for https, then `beforeHTTP` (it sees
+        /// the bytes NIO's HTTP/1 decoder will read), NIO's HTTP/1 client handlers, `wire` (it
+        /// sees the response's parts as they came, still compressed), the decompressor when the
+        /// client decompresses, and `reader`, which takes the response.
+        func configure(
+            _ operations: ChannelPipeline.SynchronousOperations, beforeHTTP: (any ChannelHandler)? = nil, wire: any ChannelHandler,
+            reader: any ChannelHandler
+        ) throws {
+            if let tls {
+                // An address is not a name to send or to check: NIOSSL then checks the
+                // certificate's IP entries against the address connected to, as the pool does.
+                let name = PageWalk.isAddressLiteral(host) ? nil : host
+                try operations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: name))
+            }
+            if let beforeHTTP { try operations.addHandler(beforeHTTP) }
+            try operations.addHTTPClientHandlers()
+            try operations.addHandler(wire)
+            if let decompressionLimit {
+                try operations.addHandler(NIOHTTPResponseDecompressor(limit: .size(decompressionLimit)))
+            }
+            try operations.addHandler(reader)
+        }
     }
 
     private let loop: any EventLoop
@@ -342,19 +365,10 @@ final class WalkState {
         var bootstrap = ClientBootstrap(group: loop).connectTimeout(settings.connectTimeout)
         bootstrap = bootstrap.channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
-                let operations = channel.pipeline.syncOperations
-                if let tls = settings.tls {
-                    // An address is not a name to send or to check: NIOSSL then checks the
-                    // certificate's IP entries against the address connected to, as the pool does.
-                    let name = PageWalk.isAddressLiteral(settings.host) ? nil : settings.host
-                    try operations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: name))
-                }
-                try operations.addHTTPClientHandlers()
-                try operations.addHandler(FramedResponseHandler(box: box, connection: connection, holdLimit: settings.maxBodyBytes))
-                if let limit = settings.decompressionLimit {
-                    try operations.addHandler(NIOHTTPResponseDecompressor(limit: .size(limit)))
-                }
-                try operations.addHandler(WalkHandler(box: box, connection: connection))
+                try settings.configure(
+                    channel.pipeline.syncOperations,
+                    wire: FramedResponseHandler(box: box, connection: connection, holdLimit: settings.maxBodyBytes),
+                    reader: WalkHandler(box: box, connection: connection))
             }
         }
         bootstrap.connect(host: settings.host, port: settings.port).whenComplete { result in

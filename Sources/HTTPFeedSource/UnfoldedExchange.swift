@@ -1,9 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
-import NIOHTTPCompression
 import NIOPosix
-import NIOSSL
 import SyncCore
 
 /// Replaces each obs-fold in a response's header section with one space, as RFC 9112 §5.2 asks
@@ -117,18 +115,9 @@ enum UnfoldedExchange {
         let promise = loop.makePromise(of: Response.self)
         let bootstrap = ClientBootstrap(group: loop).connectTimeout(settings.connectTimeout).channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
-                let operations = channel.pipeline.syncOperations
-                if let tls = settings.tls {
-                    let name = PageWalk.isAddressLiteral(settings.host) ? nil : settings.host
-                    try operations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: name))
-                }
-                try operations.addHandler(ByteToMessageHandler(HeaderUnfolder()))
-                try operations.addHTTPClientHandlers()
-                try operations.addHandler(WireCounter())
-                if let limit = settings.decompressionLimit {
-                    try operations.addHandler(NIOHTTPResponseDecompressor(limit: .size(limit)))
-                }
-                try operations.addHandler(ResponseCollector(promise: promise, limit: settings.maxBodyBytes, label: label))
+                try settings.configure(
+                    channel.pipeline.syncOperations, beforeHTTP: ByteToMessageHandler(HeaderUnfolder()), wire: WireCounter(),
+                    reader: ResponseCollector(promise: promise, limit: settings.maxBodyBytes, label: label))
             }
         }
         let channel: any Channel
