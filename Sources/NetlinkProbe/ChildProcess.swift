@@ -51,8 +51,11 @@ public final class ChildProcess: Sendable {
     /// or `environment` instead when given.
     ///
     /// `pipes` replaces standard input, standard output or both with pipes to the test (see
-    /// ``Pipes``). Throws ``CommandFailed`` when the program cannot be started.
-    public init(_ arguments: [String], logPath: String, pipes: Pipes = [], environment: [String: String]? = nil) throws {
+    /// ``Pipes``). With `defaultSignals` the child starts with no signal blocked and the default
+    /// actions, whatever the spawning thread blocks (a cooperative thread blocks SIGTERM, and a
+    /// program that does not unblock it never sees the SIGTERM that stops it). Throws
+    /// ``CommandFailed`` when the program cannot be started.
+    public init(_ arguments: [String], logPath: String, pipes: Pipes = [], environment: [String: String]? = nil, defaultSignals: Bool = false) throws {
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let inputPipe = pipes.contains(.standardInput) ? try makePipe() : nil
         let outputPipe: (read: Int32, write: Int32)?
@@ -75,7 +78,8 @@ public final class ChildProcess: Sendable {
                 standardInput: inputPipe.map { .descriptor($0.read) } ?? .null,
                 standardOutput: outputPipe.map { .descriptor($0.write) } ?? .appending(to: logPath),
                 standardError: outputPipe == nil ? .standardOutput : .appending(to: logPath),
-                environment: environment)
+                environment: environment,
+                defaultSignals: defaultSignals)
         } catch {
             if let inputPipe { close(inputPipe.write) }
             if let outputPipe { close(outputPipe.read) }

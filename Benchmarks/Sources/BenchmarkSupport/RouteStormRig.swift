@@ -74,7 +74,8 @@ public enum RouteStormRig {
         defer { try? FileManager.default.removeItem(atPath: log) }
         // Its output to the log, whose lines are counted below, and its errors too (it writes
         // none). Started with no signal blocked, so that the SIGTERM below stops it.
-        let ipMonitor = try await startWithSignalsUnblocked(["ip", "-n", topology.client.name, "monitor", "route"], logPath: log)
+        // With no signal blocked: `ip monitor` does not unblock the SIGTERM that stops it.
+        let ipMonitor = try ChildProcess(["ip", "-n", topology.client.name, "monitor", "route"], logPath: log, defaultSignals: true)
         defer {
             kill(ipMonitor.pid, SIGTERM)
             ipMonitor.waitForExitOrKill()
@@ -269,18 +270,5 @@ extension ChildProcess {
             }
             usleep(5000)
         }
-    }
-}
-
-/// Starts a ``ChildProcess`` from a thread of its own that blocks no signal, so the child starts
-/// with none blocked, as Foundation's `Process` started it. A child spawned from a task inherits
-/// the signal mask of the cooperative pool's thread it runs on, which blocks SIGTERM, and a
-/// program that does not unblock it (`ip monitor`) would never see the SIGTERM that stops it.
-func startWithSignalsUnblocked(_ arguments: [String], logPath: String) async throws -> ChildProcess {
-    try await onDedicatedThread {
-        var none = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, nil)
-        return try ChildProcess(arguments, logPath: logPath)
     }
 }
