@@ -1,5 +1,4 @@
 import AsyncBroadcast
-import CMalloc
 import ConnectivityCheck
 import ConnectivityPolicy
 import EventLoopClock
