@@ -16,9 +16,17 @@ final class ConnectionLifecycle: Sendable {
 
     private struct State {
         var phase = Phase.idle
-        /// Calls read but not yet taken by the processor, and their bytes.
+        /// Calls taken off the socket but not yet by the processor.
         var queued = 0
-        var queuedBytes = 0
+        /// Whole calls the decoder has cut from the bytes and the processor has not yet taken
+        /// (in NIO's buffer, in the reader's hands or queued).
+        var framesPending = 0
+        /// Bytes read from the socket and neither answered nor thrown away: the calls not yet
+        /// taken and the unfinished message the decoder holds.
+        var held = 0
+        /// Room for one read was taken from the bounds when the gate let the read through; the
+        /// bytes it brings are counted against it.
+        var readReserved = 0
         /// The peer sent end-of-file (or reading failed): no more calls will come.
         var inputEnded = false
         var lastActivity: ContinuousClock.Instant
@@ -28,7 +36,17 @@ final class ConnectionLifecycle: Sendable {
         var spaceWaiter: CheckedContinuation<Void, Never>?
         /// Room was made (or the connection closed) while nobody waited: the next wait returns.
         var spaceSignalled = false
-        /// The queued bytes went back to the user's budget for good (the connection ended).
+        /// Told when bytes are released or the connection closes: the read gate, which asks
+        /// ``mayRead(_:)`` again.
+        var readResumer: (@Sendable () -> Void)?
+        /// Waiting for the connection to close, by when they began to.
+        var closingWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiterID: UInt64 = 0
+        /// The connection closed because calls were queued behind a stream beyond the bounds.
+        var flooded = false
+        /// The decoder throws away all that comes (after an oversized message).
+        var draining = false
+        /// The held bytes went back to the user's budget for good (the connection ended).
         var budgetReleased = false
     }
 
@@ -74,22 +92,78 @@ final class ConnectionLifecycle: Sendable {
 
     var phase: Phase { state.withLock { $0.phase } }
 
-    /// A call of `bytes` bytes was read: queues it when this connection and its user have
-    /// room. One call always fits an empty connection queue, whatever its size.
-    func admit(bytes: Int, now: ContinuousClock.Instant = .now) -> Admission {
+    /// Bytes just read from the socket: held, and charged to the user (against the room the
+    /// gate reserved for the read), until ``dequeued(bytes:)`` or ``discarded(bytes:)`` gives
+    /// them back.
+    func read(bytes: Int) {
+        guard bytes > 0 else { return }
+        let reservation = state.withLock { state -> Int? in
+            guard !state.budgetReleased else { return nil }
+            state.held += bytes
+            defer { state.readReserved = 0 }
+            return state.readReserved
+        }
+        guard let reservation else { return }
+        budget?.read(bytes, against: reservation, for: uid)
+    }
+
+    /// The decoder cut a whole call (or a too-large note) from what was read.
+    func framed() {
+        state.withLock { $0.framesPending += 1 }
+    }
+
+    /// The decoder met an oversized message and throws away all that comes after it.
+    func overflowed() {
+        state.withLock { $0.draining = true }
+    }
+
+    /// The decoder threw away `bytes` it had held (an oversized or unfinished message).
+    func discarded(bytes: Int) {
+        give(bytes)
+        wakeReaders()
+    }
+
+    /// Whether the socket may be read for up to `bytes` more: reserves that room in the
+    /// connection's and its user's bounds, so that what the connection holds (queued calls, the
+    /// call NIO and the reader hold, the unfinished message) never goes past them. A connection
+    /// with no whole call waiting may go past its own bound, so that a message larger than what
+    /// is left of it can be finished (the decoder bounds a message by itself); the user's bound
+    /// holds always. When the bounds stop the reading while a stream runs, the calls behind it
+    /// would wait for ever: the connection closes as flooding.
+    func mayRead(_ bytes: Int) -> Bool {
+        let (allowed, flooding) = state.withLock { state -> (Bool, Bool) in
+            // What the decoder throws away costs nothing to read, and a socket closed with
+            // unread bytes is reset, which can lose the error reply sent before the close.
+            if state.draining { return (true, false) }
+            guard state.phase != .closing else { return (false, false) }
+            if state.readReserved > 0 { return (true, false) }
+            let ownRoom = state.framesPending == 0 || state.held + bytes <= maxQueuedBytes
+            if ownRoom, budget?.reserve(bytes, for: uid, waiter: self) ?? true {
+                state.readReserved = bytes
+                return (true, false)
+            }
+            return (false, state.phase == .streaming)
+        }
+        if flooding {
+            flood(because: "calls queued behind a stream beyond \(maxQueuedBytes) bytes (or the user's share)")
+        }
+        return allowed
+    }
+
+    /// A whole call was read: queues it when the connection has room for one more call. One
+    /// call always fits an empty queue. (Bytes were bounded when they were read.)
+    func admit(now: ContinuousClock.Instant = .now) -> Admission {
         let admission = state.withLock { state -> Admission in
             guard state.phase != .closing else { return .closing }
             state.lastActivity = now
-            let ownRoom = state.queued == 0 || (state.queued < maxQueuedCalls && state.queuedBytes + bytes <= maxQueuedBytes)
-            if ownRoom, budget?.reserve(bytes, for: uid, waiter: self) ?? true {
+            if state.queued < maxQueuedCalls {
                 state.queued += 1
-                state.queuedBytes += bytes
                 return .queued
             }
             return state.phase == .streaming ? .flooding : .full
         }
         if admission == .flooding {
-            close(because: "calls queued behind a stream beyond \(maxQueuedCalls) calls or \(maxQueuedBytes) bytes (or the user's share)")
+            flood(because: "calls queued behind a stream beyond \(maxQueuedCalls) calls")
         }
         return admission
     }
@@ -114,45 +188,88 @@ final class ConnectionLifecycle: Sendable {
         }
     }
 
-    /// Wakes the reader if it waits for room.
+    /// Wakes the reader if it waits for room, and the read gate.
     func signalRoom() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.spaceWaiter else {
-                state.spaceSignalled = true
-                return nil
-            }
+        let (waiter, resumer) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
+            let waiter = state.spaceWaiter
+            if waiter == nil { state.spaceSignalled = true }
             state.spaceWaiter = nil
-            return waiter
+            return (waiter, state.readResumer)
         }
         waiter?.resume()
+        resumer?()
     }
 
-    /// The processor took a queued call of `bytes` bytes off the queue.
+    /// Sets who is told when reading may go on (see ``mayRead(_:)``); `nil` forgets it.
+    func onRoom(_ resumer: (@Sendable () -> Void)?) {
+        state.withLock { $0.readResumer = resumer }
+    }
+
+    /// The processor took a call of `bytes` bytes (as read, with its NUL) off the queue.
     func dequeued(bytes: Int) {
-        let released = state.withLock { state -> Int in
+        state.withLock { state in
             state.queued = max(0, state.queued - 1)
-            let taken = min(bytes, state.queuedBytes)
-            state.queuedBytes -= taken
-            return state.budgetReleased ? 0 : taken
+            state.framesPending = max(0, state.framesPending - 1)
         }
-        // Outside the lock: releasing wakes other connections of the user, taking their locks.
-        budget?.release(released, for: uid)
+        give(bytes)
         signalRoom()
     }
 
-    /// Gives the calls still queued back to the user's budget; the connection is over.
-    func releaseQueue() {
+    /// Lets go of `bytes` held: the connection's count and, outside the lock (releasing wakes
+    /// other connections of the user, taking their locks), the user's.
+    private func give(_ bytes: Int) {
         let released = state.withLock { state -> Int in
-            guard !state.budgetReleased else { return 0 }
-            state.budgetReleased = true
-            return state.queuedBytes
+            let taken = min(max(bytes, 0), state.held)
+            state.held -= taken
+            return state.budgetReleased ? 0 : taken
         }
         budget?.release(released, for: uid)
+    }
+
+    /// Tells the read gate to ask again.
+    private func wakeReaders() {
+        state.withLock { $0.readResumer }?()
+    }
+
+    /// Gives the bytes still held back to the user's budget; the connection is over.
+    func releaseQueue() {
+        let released = state.withLock { state -> (held: Int, reserved: Int) in
+            guard !state.budgetReleased else { return (0, 0) }
+            state.budgetReleased = true
+            state.readResumer = nil
+            return (state.held, state.readReserved)
+        }
+        budget?.release(released.held, reservation: released.reserved, for: uid)
         budget?.forget(self, of: uid)
     }
 
-    /// Bytes of calls queued now.
-    var queuedBytes: Int { state.withLock { $0.queuedBytes } }
+    /// Bytes held now: calls not yet taken and the unfinished message.
+    var heldBytes: Int { state.withLock { $0.held } }
+
+    /// Whether the connection closed because calls were queued behind a stream beyond the bounds.
+    var isFlooded: Bool { state.withLock { $0.flooded } }
+
+    /// Returns once the connection is closing (at once if it is), or the task is cancelled.
+    func closed() async {
+        let id = state.withLock { state in
+            defer { state.nextWaiterID += 1 }
+            return state.nextWaiterID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // Cancellation is flagged before its handler runs: one that came before this
+                // point is seen here, one after finds the waiter below.
+                let now = state.withLock { state -> Bool in
+                    guard state.phase != .closing, !Task.isCancelled else { return true }
+                    state.closingWaiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.closingWaiters.removeValue(forKey: id) }?.resume()
+        }
+    }
 
     /// A reply is about to be written: if the peer does not read it within the idle timeout,
     /// the connection closes (a stream included).
@@ -225,33 +342,55 @@ final class ConnectionLifecycle: Sendable {
     /// Closes the connection when it has been idle, with nothing queued, for `timeout`, or when
     /// a reply has waited that long for the peer to read it.
     func closeIfIdle(timeout: Duration, now: ContinuousClock.Instant = .now) -> Bool {
-        let expired = state.withLock { state -> (Phase, String)? in
+        let closed = state.withLock { state -> (Phase, String, [CheckedContinuation<Void, Never>])? in
             guard state.phase != .closing else { return nil }
-            let previous = state.phase
+            let reason: String
             if let since = state.writeWaitingSince, now - since >= timeout {
-                state.phase = .closing
-                return (previous, "peer has not read a reply for \(timeout)")
+                reason = "peer has not read a reply for \(timeout)"
+            } else if state.phase == .idle, state.queued == 0, now - state.lastActivity >= timeout {
+                reason = "idle for \(timeout)"
+            } else {
+                return nil
             }
-            guard state.phase == .idle, state.queued == 0, now - state.lastActivity >= timeout else { return nil }
-            state.phase = .closing
-            return (previous, "idle for \(timeout)")
+            return (state.phase, reason, Self.enterClosing(&state))
         }
-        if let (previous, reason) = expired {
-            log(previous, .closing, reason)
-            signalRoom()
-        }
-        return expired != nil
+        guard let (previous, reason, waiters) = closed else { return false }
+        closedFrom(previous, because: reason, waking: waiters)
+        return true
     }
 
     /// Any phase → closing (idempotent).
     func close(because reason: String) {
-        let previous = state.withLock { state -> Phase? in
+        let closed = state.withLock { state -> (Phase, [CheckedContinuation<Void, Never>])? in
             guard state.phase != .closing else { return nil }
-            defer { state.phase = .closing }
-            return state.phase
+            return (state.phase, Self.enterClosing(&state))
         }
-        if let previous { log(previous, .closing, reason) }
+        if let (previous, waiters) = closed {
+            closedFrom(previous, because: reason, waking: waiters)
+        } else {
+            signalRoom()
+        }
+    }
+
+    /// Moves `state` to closing; returns who waited for that.
+    private static func enterClosing(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
+        state.phase = .closing
+        defer { state.closingWaiters = [:] }
+        return Array(state.closingWaiters.values)
+    }
+
+    private func closedFrom(_ previous: Phase, because reason: String, waking waiters: [CheckedContinuation<Void, Never>]) {
+        log(previous, .closing, reason)
+        for waiter in waiters { waiter.resume() }
         signalRoom()
+    }
+
+    /// Closes as flooding: the calls behind a stream went past the bounds.
+    private func flood(because reason: String) {
+        state.withLock { state in
+            if state.phase != .closing { state.flooded = true }
+        }
+        close(because: reason)
     }
 
     private func transition(to next: Phase, from allowed: Set<Phase>, because reason: String) -> Bool {

@@ -5,10 +5,12 @@ enum VarlinkFrame: Sendable {
     case message(ByteBuffer)
     case tooLarge
 
-    /// The bytes the frame holds, as counted against the queue bounds.
+    /// The bytes read from the socket that the frame stands for, as counted against the
+    /// queue bounds: the message and its NUL. A too-large message's bytes were thrown away
+    /// (and counted off) as they came.
     var byteCount: Int {
         switch self {
-        case .message(let buffer): buffer.readableBytes
+        case .message(let buffer): buffer.readableBytes + 1
         case .tooLarge: 0
         }
     }
@@ -20,16 +22,20 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = VarlinkFrame
 
     let maxMessageSize: Int
+    /// A server connection's account of what it holds, told of each frame cut and each byte
+    /// thrown away; `nil` on the client side.
+    let lifecycle: ConnectionLifecycle?
     private var overflowed = false
 
-    init(maxMessageSize: Int) {
+    init(maxMessageSize: Int, lifecycle: ConnectionLifecycle? = nil) {
         self.maxMessageSize = maxMessageSize
+        self.lifecycle = lifecycle
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         if overflowed {
             // After an oversized message nothing more is read: the stream is out of sync.
-            buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+            discardAll(&buffer)
             return .needMoreData
         }
         let view = buffer.readableBytesView
@@ -42,6 +48,7 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
             // waits in the queue, so the queue's bounds would not bound the memory held.
             let message = ByteBuffer(bytes: buffer.readableBytesView.prefix(length))
             buffer.moveReaderIndex(forwardBy: length + 1)
+            lifecycle?.framed()
             context.fireChannelRead(wrapInboundOut(.message(message)))
             return .continue
         }
@@ -54,14 +61,21 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
         // A trailing message without its NUL is incomplete: drop it.
-        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+        discardAll(&buffer)
         return .needMoreData
     }
 
     private mutating func overflow(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
         overflowed = true
-        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+        lifecycle?.overflowed()
+        discardAll(&buffer)
+        lifecycle?.framed()
         context.fireChannelRead(wrapInboundOut(.tooLarge))
         return .needMoreData
+    }
+
+    private func discardAll(_ buffer: inout ByteBuffer) {
+        lifecycle?.discarded(bytes: buffer.readableBytes)
+        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
     }
 }

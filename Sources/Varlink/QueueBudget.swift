@@ -1,18 +1,22 @@
 import Synchronization
 
-/// Bytes of calls that each user's connections have read but not yet answered, against a bound
-/// per user.
+/// Bytes that each user's connections have read from their sockets and not yet answered (or
+/// thrown away), against a bound per user.
 ///
 /// A connection's own bound keeps one connection small; this one keeps a user's connections
 /// together small, so a user holding every slot it may hold still cannot make the server
-/// buffer more than this.
+/// buffer more than this. Bytes are charged when they are read, part of a message or not:
+/// what the decoder holds of an unfinished message counts as much as a queued call.
 final class QueueBudget: Sendable {
-    /// Queued bytes one user's connections may hold together.
+    /// Bytes one user's connections may hold together.
     let bytesPerUser: Int
     private let state = Mutex(State())
 
     private struct State {
-        var queued: [UInt32: Int] = [:]
+        /// Bytes read and not yet answered or thrown away, by user.
+        var held: [UInt32: Int] = [:]
+        /// Room taken for reads under way, by user.
+        var reserved: [UInt32: Int] = [:]
         /// Connections waiting for their user's bytes to be released, by user.
         var waiting: [UInt32: [ObjectIdentifier: ConnectionLifecycle]] = [:]
     }
@@ -21,28 +25,50 @@ final class QueueBudget: Sendable {
         self.bytesPerUser = bytesPerUser
     }
 
-    /// Takes `bytes` for `uid` when the user stays within the bound. When it does not, nothing
-    /// is taken and `waiter` is told (``ConnectionLifecycle/signalRoom()``) at the user's next
-    /// release, since only another connection's progress can make room.
+    /// Takes room for a read of up to `bytes` for `uid` when the user stays within the bound.
+    /// When it does not, nothing is taken and `waiter` is told
+    /// (``ConnectionLifecycle/signalRoom()``) at the user's next release, since only another
+    /// connection's progress can make room.
     func reserve(_ bytes: Int, for uid: UInt32, waiter: ConnectionLifecycle) -> Bool {
         state.withLock { state in
-            let total = state.queued[uid, default: 0] + bytes
-            guard total <= bytesPerUser else {
+            guard state.held[uid, default: 0] + state.reserved[uid, default: 0] + bytes <= bytesPerUser else {
                 state.waiting[uid, default: [:]][ObjectIdentifier(waiter)] = waiter
                 return false
             }
-            state.queued[uid] = total
+            state.reserved[uid, default: 0] += bytes
             return true
         }
     }
 
-    /// Gives back `bytes` that `uid` reserved, and wakes the user's waiting connections.
-    /// Called with no connection's lock held: waking takes theirs.
-    func release(_ bytes: Int, for uid: UInt32) {
-        guard bytes > 0 else { return }
-        let waiters = state.withLock { state in
-            let remaining = state.queued[uid, default: 0] - bytes
-            state.queued[uid] = remaining > 0 ? remaining : nil
+    /// A read for `uid` brought `bytes`, against `reservation` taken for it (0 when none was):
+    /// the bytes are held whatever the total, since they were read; room the read did not use
+    /// goes back.
+    func read(_ bytes: Int, against reservation: Int, for uid: UInt32) {
+        change(uid) { state in
+            state.held[uid, default: 0] += bytes
+            state.reserved[uid, default: 0] -= reservation
+            return bytes < reservation
+        }
+    }
+
+    /// Gives back `bytes` that `uid` held and room `reservation` it had taken, and wakes the
+    /// user's waiting connections. Called with no connection's lock held: waking takes theirs.
+    func release(_ bytes: Int, reservation: Int = 0, for uid: UInt32) {
+        guard bytes > 0 || reservation > 0 else { return }
+        change(uid) { state in
+            state.held[uid, default: 0] -= bytes
+            state.reserved[uid, default: 0] -= reservation
+            return true
+        }
+    }
+
+    /// Applies `body` to the state; when it says room was made, wakes the user's waiters.
+    private func change(_ uid: UInt32, _ body: (inout State) -> Bool) {
+        let waiters = state.withLock { state -> [ConnectionLifecycle] in
+            let roomMade = body(&state)
+            if state.held[uid] ?? 0 <= 0 { state.held[uid] = nil }
+            if state.reserved[uid] ?? 0 <= 0 { state.reserved[uid] = nil }
+            guard roomMade else { return [] }
             return state.waiting.removeValue(forKey: uid).map { Array($0.values) } ?? []
         }
         for waiter in waiters { waiter.signalRoom() }
@@ -56,13 +82,13 @@ final class QueueBudget: Sendable {
         }
     }
 
-    /// Bytes all users' connections hold now.
+    /// Bytes all users' connections hold now (read, not yet answered or thrown away).
     var total: Int {
-        state.withLock { $0.queued.values.reduce(0, +) }
+        state.withLock { $0.held.values.reduce(0, +) }
     }
 
     /// Bytes `uid`'s connections hold now.
     func held(by uid: UInt32) -> Int {
-        state.withLock { $0.queued[uid, default: 0] }
+        state.withLock { $0.held[uid, default: 0] }
     }
 }

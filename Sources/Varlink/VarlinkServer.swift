@@ -303,6 +303,9 @@ public final class VarlinkServer: Sendable {
     }
 
     /// Why `peer` may not have a slot now, or `nil` when it may.
+    /// The most one read of a connection brings in.
+    private static let maxReadSize = 16 * 1024
+
     private static func refusal(of peer: VarlinkPeer, in state: State, configuration: Configuration) -> Refusal? {
         if state.stopping { return .stopping }
         let isRoot = peer.uid == 0
@@ -324,19 +327,29 @@ public final class VarlinkServer: Sendable {
         var logger = self.logger
         logger[metadataKey: "peer"] = "pid=\(socket.peer.pid) uid=\(socket.peer.uid)"
         let configuration = self.configuration
+        let lifecycle = ConnectionLifecycle(
+            logger: logger, maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
+            budget: budget, uid: socket.peer.uid)
+        // What it held goes back to the user's budget on every path out, whatever was read.
+        defer { lifecycle.releaseQueue() }
+        // A read must fit the user's bound, or a user's first read could never be made.
+        let readSize = max(64, min(Self.maxReadSize, configuration.maxQueuedBytesPerUser))
         let channel: NIOAsyncChannel<VarlinkFrame, ByteBuffer>
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
                 .channelOption(.allowRemoteHalfClosure, value: true)
-                // Reads of at most 16 KiB: what a connection holds beyond its queue is one read
-                // and the message it completes, not NIO's default 64 KiB reads.
-                .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 16384))
+                // One read of at most 16 KiB per read the gate lets through: what a connection
+                // can hold beyond its bounds is that one read.
+                .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: min(2048, readSize), maximum: readSize))
+                .channelOption(.maxMessagesPerRead, value: 1)
                 .withConnectedSocket(socket.fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkFrameDecoder(maxMessageSize: configuration.maxMessageSize)))
+                        try channel.pipeline.syncOperations.addHandler(ReadGate(lifecycle: lifecycle, readSize: readSize))
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(
+                            VarlinkFrameDecoder(maxMessageSize: configuration.maxMessageSize, lifecycle: lifecycle)))
                         // Half-closure lets a finished stream end with EOF while the client may still talk.
-                        // NIO buffers no more than a frame ahead of the reader, which counts
-                        // and bounds what it queues (VarlinkServerConnection).
+                        // NIO buffers no more than a frame ahead of the reader; the gate counts
+                        // it with everything else read.
                         return try NIOAsyncChannel<VarlinkFrame, ByteBuffer>(
                             wrappingChannelSynchronously: channel,
                             configuration: .init(backPressureStrategy: .init(lowWatermark: 1, highWatermark: 1), isOutboundHalfClosureEnabled: true)
@@ -354,7 +367,7 @@ public final class VarlinkServer: Sendable {
                     service: service, peer: socket.peer, outbound: outbound, logger: logger,
                     maxMessageSize: configuration.maxMessageSize, idleTimeout: configuration.idleTimeout,
                     maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
-                    budget: budget, floodError: configuration.floodError
+                    lifecycle: lifecycle, floodError: configuration.floodError
                 )
                 try await connection.serve(inbound)
             }

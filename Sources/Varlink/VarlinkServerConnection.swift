@@ -7,11 +7,11 @@ import Synchronization
 /// Serves the calls of one connection, in order.
 ///
 /// Three tasks share the connection, coordinated by a ``ConnectionLifecycle``: a reader that
-/// always reads (so a hang-up is seen even while a call or stream runs), a processor that
-/// answers calls one after another, and an idle timer. The connection ends, and its slot is
-/// given back, when the processor has answered everything and the peer has ended its side,
-/// when the peer hangs up during a stream, when it stays idle past the timeout, or on a
-/// protocol violation.
+/// reads whenever the bounds allow (so a hang-up is seen even while a call or stream runs), a
+/// processor that answers calls one after another, and an idle timer; a fourth ends the others
+/// when the lifecycle closes the connection. The connection ends, and its slot is given back,
+/// when the processor has answered everything and the peer has ended its side, when the peer
+/// hangs up during a stream, when it stays idle past the timeout, or on a protocol violation.
 struct VarlinkServerConnection: Sendable {
     let service: VarlinkService
     let peer: VarlinkPeer
@@ -22,15 +22,15 @@ struct VarlinkServerConnection: Sendable {
     /// Bounds on the calls read but not yet answered: this connection's, and its user's.
     let maxQueuedCalls: Int
     let maxQueuedBytes: Int
-    let budget: QueueBudget
     /// The error a client gets before its connection closes for flooding.
     let floodError: VarlinkError
-    /// Where the connection's reader, processor and idle timer agree on what happens next.
-    private let lifecycle: ConnectionLifecycle
+    /// Where the connection's reader, processor, idle timer and read gate agree on what happens
+    /// next; made before the channel, whose read gate and decoder report to it.
+    let lifecycle: ConnectionLifecycle
 
     init(
         service: VarlinkService, peer: VarlinkPeer, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, logger: Logger,
-        maxMessageSize: Int, idleTimeout: Duration, maxQueuedCalls: Int, maxQueuedBytes: Int, budget: QueueBudget, floodError: VarlinkError
+        maxMessageSize: Int, idleTimeout: Duration, maxQueuedCalls: Int, maxQueuedBytes: Int, lifecycle: ConnectionLifecycle, floodError: VarlinkError
     ) {
         self.service = service
         self.peer = peer
@@ -40,9 +40,8 @@ struct VarlinkServerConnection: Sendable {
         self.idleTimeout = idleTimeout
         self.maxQueuedCalls = maxQueuedCalls
         self.maxQueuedBytes = maxQueuedBytes
-        self.budget = budget
         self.floodError = floodError
-        self.lifecycle = ConnectionLifecycle(logger: logger, maxQueuedCalls: maxQueuedCalls, maxQueuedBytes: maxQueuedBytes, budget: budget, uid: peer.uid)
+        self.lifecycle = lifecycle
     }
 
     /// Why one of the connection's tasks ended.
@@ -65,14 +64,14 @@ struct VarlinkServerConnection: Sendable {
             lifecycle.close(because: "connection ended")
             lifecycle.releaseQueue()
         }
-        let ending = try await withThrowingTaskGroup(of: Ending.self) { group -> Ending? in
+        _ = try await withThrowingTaskGroup(of: Ending.self) { group -> Ending? in
             group.addTask {
                 defer { queue.finish() }
-                // Reads only while the queue has room: a full queue leaves the bytes in the
-                // socket, where the kernel holds them and the peer's writes block.
+                // The read gate bounds the bytes; this bounds the calls: a full queue stops the
+                // reading too, and the kernel holds the rest while the peer's writes block.
                 for try await frame in inbound {
                     admitting: while true {
-                        switch lifecycle.admit(bytes: frame.byteCount) {
+                        switch lifecycle.admit() {
                         case .queued:
                             queue.yield(frame)
                             break admitting
@@ -99,6 +98,12 @@ struct VarlinkServerConnection: Sendable {
                     if lifecycle.closeIfIdle(timeout: idleTimeout) { return .idle }
                 }
             }
+            group.addTask {
+                // The read gate may close the connection while the reader waits for bytes it
+                // will no longer let in.
+                await lifecycle.closed()
+                return lifecycle.isFlooded ? .flooding : .processorDone
+            }
             var last: Ending?
             while let ending = try await group.next() {
                 last = ending
@@ -108,7 +113,9 @@ struct VarlinkServerConnection: Sendable {
             group.cancelAll()
             return last
         }
-        if case .flooding = ending {
+        // The reader or the read gate may have seen the flood, and another task may have
+        // ended the group first; either way the lifecycle knows.
+        if lifecycle.isFlooded {
             logger.notice("varlink: calls queued behind a stream beyond \(maxQueuedCalls) calls or \(maxQueuedBytes) bytes, closing connection")
             await sendFarewell(VarlinkReply(error: floodError))
         }

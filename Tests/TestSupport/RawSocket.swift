@@ -111,6 +111,30 @@ public final class RawSocket: Sendable {
         }
     }
 
+    /// Sends what of `bytes` the socket takes without waiting; returns how many it took (0 when
+    /// it is full). Throws ``Failure`` when the server has gone.
+    public func sendWithoutWaiting(_ bytes: ArraySlice<UInt8>) throws -> Int {
+        var offset = bytes.startIndex
+        while offset < bytes.endIndex {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { break }
+                throw Failure(operation: "send", code: errno)
+            }
+            offset += sent
+        }
+        return offset - bytes.startIndex
+    }
+
+    /// Sets the socket's send buffer (`SO_SNDBUF`; the kernel doubles it and keeps a minimum),
+    /// so that what the server has not read is held mostly in the server's hands, not the
+    /// kernel's.
+    public func limitSendBuffer(to bytes: Int32) {
+        var size = bytes
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// Sends `text` as UTF-8 followed by the NUL that ends a Varlink message, as ``send(_:)``.
     public func sendMessage(_ text: String) throws { try send(Array(text.utf8) + [0]) }
 
