@@ -169,21 +169,10 @@ func withControlServer<R: Sendable>(
     configuration.maxMessageSize = maxMessageSize
     configuration.idleTimeout = idleTimeout
     let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: logger)
-    // Not a task group: a group waits for its children for good, so a server that ignored
-    // cancellation would hang the run; here every wait on the server is bounded.
-    let serving = BoundedTask { try await server.run() }
-    let result: R
-    do {
+    return try await whileRunning("the control server's run()", { try await server.run() }) { _ in
         _ = try await BoundedTask { await server.waitUntilListening() }.value("the control server's start")
-        result = try await body(path, server)
-    } catch {
-        serving.cancel()
-        _ = try? await serving.value("the control server's run()")
-        throw error
+        return try await body(path, server)
     }
-    serving.cancel()
-    try await serving.value("the control server's run()")
-    return result
 }
 
 /// Reads `fd` until a newline or its end, for at most `timeout` of real time, on a thread of
