@@ -5,6 +5,7 @@ import Logging
 import SyncControl
 import Synchronization
 import SyncCore
+import Testing
 import TestSupport
 import Varlink
 
@@ -172,6 +173,21 @@ func withControlServer<R: Sendable>(
     return try await whileRunning("the control server's run()", { try await server.run() }) { _ in
         _ = try await BoundedTask { await server.waitUntilListening() }.value("the control server's start")
         return try await body(path, server)
+    }
+}
+
+/// Sends `message`, as it is, to a control server and expects an `InvalidParameter` error naming
+/// `parameter`, after which the same connection still answers a good call.
+func expectInvalidParameter(_ message: String, named parameter: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    try await withControlServer { path in
+        try await VarlinkClient(socketPath: path).withConnection { connection in
+            try await connection.sendRaw(Array(message.utf8))
+            let reply = try await connection.receive()
+            #expect(reply.error == "org.varlink.service.InvalidParameter", sourceLocation: sourceLocation)
+            #expect(reply.parameters["parameter"]?.stringValue == parameter, sourceLocation: sourceLocation)
+            let status = try await connection.call("io.syncd.GetStatus")
+            #expect(status["status"]?["version"] == "0.1.0", sourceLocation: sourceLocation)
+        }
     }
 }
 
