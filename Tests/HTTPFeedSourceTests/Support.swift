@@ -201,7 +201,8 @@ func launchPythonOracle<Ready: Decodable>(
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/\(script)").path
     // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
     let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-    let process = try ChildProcess([python, path] + arguments, logPath: directory.file("\(script).log"))
+    // -B: the oracles import oracle_http.py, whose compiled copy would land in the source tree.
+    let process = try ChildProcess([python, "-B", path] + arguments, logPath: directory.file("\(script).log"))
     let deadline = ContinuousClock.now + hangGuard
     while ContinuousClock.now < deadline {
         if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{") }) {
