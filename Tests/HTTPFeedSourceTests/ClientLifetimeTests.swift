@@ -13,12 +13,7 @@ import TestSupport
 @Suite("HTTP feed client lifetime")
 struct ClientLifetimeTests {
     @Test func aClientReleasedWithoutShutdownClosesItsPoolItself() async throws {
-        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 10)])
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
-        try await server.start()
-        do {
+        try await withDemoServer(.init(feeds: [.init(name: "home", initialCount: 10)])) { server in
             // Used, with a pooled connection open, then dropped: this test process is the check.
             var client: HTTPFeedClient? = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
             let page = try await server.source("home", client: client!).fetchInitial()
@@ -28,11 +23,7 @@ struct ClientLifetimeTests {
             let owned = HTTPFeedClient()
             try await owned.shutdown()
             try await owned.shutdown()
-        } catch {
-            await server.stop()
-            throw error
         }
-        await server.stop()
     }
 
     /// A pooled connection left idle past `idleTimeout` is closed, and one within it is kept;
@@ -42,68 +33,42 @@ struct ClientLifetimeTests {
     /// asked for: each "still open" check holds only while less than the idle time has passed
     /// since the asking, and is skipped when a congested run took longer than that.
     @Test func anIdleConnectionIsClosedAfterTheIdleTimeout() async throws {
-        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 3)])
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        let shortServer = try DemoFeedServer(configuration: configuration, logger: quietLogger)
-        let longServer = try DemoFeedServer(configuration: configuration, logger: quietLogger)
-        try await shortServer.start()
-        try await longServer.start()
-        let short = HTTPFeedClient(options: .init(connectTimeout: hangGuard, idleTimeout: .seconds(3)))
-        let long = HTTPFeedClient(options: .init(connectTimeout: hangGuard, idleTimeout: .seconds(60)))
-        do {
-            let shortPort = try #require(shortServer.port), longPort = try #require(longServer.port)
-            // Only the connections made here: a test before may have left one to a server that
-            // stopped, whose port one of these servers now has.
-            let stale = Set(try establishedLocalPorts(toPort: shortPort) + establishedLocalPorts(toPort: longPort))
-            func connections(to port: Int) throws -> Int { try establishedLocalPorts(toPort: port).count { !stale.contains($0) } }
-            let longAsked = ContinuousClock.now
-            #expect(try await longServer.source("home", client: long).fetchInitial().items.count == 3)
-            let shortAsked = ContinuousClock.now
-            #expect(try await shortServer.source("home", client: short).fetchInitial().items.count == 3)
-            let open = try connections(to: shortPort)
-            let readAfter = ContinuousClock.now - shortAsked
-            // Seen open within its three seconds (2.5, for the check's own time).
-            if readAfter < .milliseconds(2_500) { #expect(open == 1, "open after the fetch (read \(readAfter) after asking)") }
-            #expect(try connections(to: longPort) == 1)
-            try await waitUntil("the short client's connection closed after its idle time") { try connections(to: shortPort) == 0 }
-            let kept = try connections(to: longPort)
-            // Within its 60 s, unless this run took 50 s to get here (the wait above is bounded by 30).
-            if ContinuousClock.now - longAsked < .seconds(50) { #expect(kept == 1, "kept within 60 s") }
-        } catch {
-            try? await short.shutdown()
-            try? await long.shutdown()
-            await shortServer.stop()
-            await longServer.stop()
-            throw error
+        let configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 3)])
+        try await withFeedServer(configuration, faults: nil, clientOptions: .init(connectTimeout: hangGuard, idleTimeout: .seconds(3))) { shortServer, short in
+            try await withFeedServer(configuration, faults: nil, clientOptions: .init(connectTimeout: hangGuard, idleTimeout: .seconds(60))) { longServer, long in
+                let shortPort = try #require(shortServer.port), longPort = try #require(longServer.port)
+                // Only the connections made here: a test before may have left one to a server that
+                // stopped, whose port one of these servers now has.
+                let stale = Set(try establishedLocalPorts(toPort: shortPort) + establishedLocalPorts(toPort: longPort))
+                func connections(to port: Int) throws -> Int { try establishedLocalPorts(toPort: port).count { !stale.contains($0) } }
+                let longAsked = ContinuousClock.now
+                #expect(try await longServer.source("home", client: long).fetchInitial().items.count == 3)
+                let shortAsked = ContinuousClock.now
+                #expect(try await shortServer.source("home", client: short).fetchInitial().items.count == 3)
+                let open = try connections(to: shortPort)
+                let readAfter = ContinuousClock.now - shortAsked
+                // Seen open within its three seconds (2.5, for the check's own time).
+                if readAfter < .milliseconds(2_500) { #expect(open == 1, "open after the fetch (read \(readAfter) after asking)") }
+                #expect(try connections(to: longPort) == 1)
+                try await waitUntil("the short client's connection closed after its idle time") { try connections(to: shortPort) == 0 }
+                let kept = try connections(to: longPort)
+                // Within its 60 s, unless this run took 50 s to get here (the wait above is bounded by 30).
+                if ContinuousClock.now - longAsked < .seconds(50) { #expect(kept == 1, "kept within 60 s") }
+            }
         }
-        try await short.shutdown()
-        try await long.shutdown()
-        await shortServer.stop()
-        await longServer.stop()
     }
 
     @Test func aSharedHTTPClientStaysTheCallers() async throws {
-        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 3)])
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
-        try await server.start()
-        let http = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(redirectConfiguration: .disallow, timeout: .init(connect: TimeAmount(hangGuard)), decompression: .enabled(limit: .ratio(100))))
-        do {
-            let client = HTTPFeedClient(sharing: http)
-            #expect(try await server.source("home", client: client).fetchInitial().items.count == 3)
-            try await client.shutdown()  // not its pool: does nothing
-            let again = HTTPFeedClient(sharing: http)
-            #expect(try await server.source("home", client: again).fetchInitial().items.count == 3, "the shared client still works")
-        } catch {
-            await server.stop()
-            try? await http.shutdown()
-            throw error
+        let configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: TimeAmount(hangGuard)), decompression: .enabled(limit: .ratio(100)))
+        try await withHTTPClient(configuration) { http in
+            try await withDemoServer(.init(feeds: [.init(name: "home", initialCount: 3)])) { server in
+                let client = HTTPFeedClient(sharing: http)
+                #expect(try await server.source("home", client: client).fetchInitial().items.count == 3)
+                try await client.shutdown()  // not its pool: does nothing
+                let again = HTTPFeedClient(sharing: http)
+                #expect(try await server.source("home", client: again).fetchInitial().items.count == 3, "the shared client still works")
+            }
         }
-        await server.stop()
-        try await http.shutdown()
     }
 }

@@ -6,6 +6,7 @@ import SyncCore
 import SyncStore
 import SyncdTesting
 import Testing
+import TestSupport
 
 /// The whole pipeline: demo server → HTTP feed source → coordinator → SQLite store.
 @Suite("End to end: coordinator and SQLite store syncing from the demo server")
@@ -31,18 +32,15 @@ struct CoordinatorEndToEndTests {
                     $0.requestTimeout = .milliseconds(800)
                     $0.maxBodyBytes = 200_000
                 }
-                let coordinator = SyncCoordinator(store: store, configuration: Self.configuration, clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("home", source: source)
-                try await coordinator.start()
-
-                // Items appear while the backfill runs; the refresh below must pick them up.
-                try await server.appendItems(feed: "home", count: 120)
-                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.older.load != .loading }
-                try await server.appendItems(feed: "home", count: 280)
-                let total = try await server.items(feed: "home").count
-                await feed.refresh()
-                try await waitFor(feed, "refresh to catch up") { $0.itemCount == total && !$0.newer.load.isLoading }
-                await coordinator.stop()
+                try await withSyncedFeed("home", from: source, into: store, configuration: Self.configuration) { feed in
+                    // Items appear while the backfill runs; the refresh below must pick them up.
+                    try await server.appendItems(feed: "home", count: 120)
+                    try await waitFor(feed, "backfill to the end") { $0.endReached && $0.older.load != .loading }
+                    try await server.appendItems(feed: "home", count: 280)
+                    let total = try await server.items(feed: "home").count
+                    await feed.refresh()
+                    try await waitFor(feed, "refresh to catch up") { $0.itemCount == total && !$0.newer.load.isLoading }
+                }
 
                 let stored = try await store.items(feed: "home", offset: 0, limit: 100_000)
                 #expect(stored == (try await server.expectedItems("home")))
@@ -58,11 +56,9 @@ struct CoordinatorEndToEndTests {
                 try await server.scriptFault(.init(.status(429, retryAfter: .seconds(1)), count: 1, feed: "home", kind: .older))
                 try await server.scriptFault(.init(.status(503, retryAfter: .date(secondsAhead: 2)), count: 1, feed: "home", kind: .initial))
                 let source = try server.source("home", client: client, limit: 50)
-                let coordinator = SyncCoordinator(store: store, configuration: Self.configuration, clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("home", source: source)
-                try await coordinator.start()
-                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 300 }
-                await coordinator.stop()
+                try await withSyncedFeed("home", from: source, into: store, configuration: Self.configuration) { feed in
+                    try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 300 }
+                }
 
                 let requests = await server.requests(feed: "home")
                 // 1 s for the 429; the HTTP-date 2 s ahead, in whole seconds, is at least 1 s.
@@ -78,15 +74,13 @@ struct CoordinatorEndToEndTests {
         try await withFeedServer(.init(feeds: [.init(name: "new", initialCount: 0)])) { server, client in
             try await withStore { store in
                 let source = try server.source("new", client: client, limit: 10)
-                let coordinator = SyncCoordinator(store: store, configuration: Self.configuration, clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("new", source: source)
-                try await coordinator.start()
-                try await waitFor(feed, "the first load") { $0.hasLoaded && !$0.initial.load.isLoading }
-                #expect(await feed.state.isEmpty)
-                try await server.appendItems(feed: "new", count: 45)
-                await feed.refresh()
-                try await waitFor(feed, "refresh") { $0.itemCount == 45 && !$0.newer.load.isLoading }
-                await coordinator.stop()
+                try await withSyncedFeed("new", from: source, into: store, configuration: Self.configuration) { feed in
+                    try await waitFor(feed, "the first load") { $0.hasLoaded && !$0.initial.load.isLoading }
+                    #expect(await feed.state.isEmpty)
+                    try await server.appendItems(feed: "new", count: 45)
+                    await feed.refresh()
+                    try await waitFor(feed, "refresh") { $0.itemCount == 45 && !$0.newer.load.isLoading }
+                }
                 #expect(try await store.items(feed: "new", offset: 0, limit: 100) == (try await server.expectedItems("new")))
             }
         }
@@ -107,6 +101,20 @@ func withStore<T: Sendable>(_ body: (SQLiteFeedStore) async throws -> T) async t
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     return try await body(try SQLiteFeedStore(path: directory.appendingPathComponent("feeds.sqlite").path))
+}
+
+/// Syncs `source` as the feed `name` into `store` by a coordinator with `configuration` (by
+/// default no reconnect spread and a backfill to the end) while `body` runs, and stops the
+/// coordinator after it, on every path.
+func withSyncedFeed<T: Sendable>(
+    _ name: String, from source: any FeedSource, into store: any FeedStore,
+    configuration: SyncConfiguration = .init(reconnectSpread: .zero, backfillDepth: Int.max),
+    _ body: (FeedCoordinator<ContinuousClock>) async throws -> T
+) async throws -> T {
+    let coordinator = SyncCoordinator(store: store, configuration: configuration, clock: ContinuousClock(), logger: quietLogger)
+    let feed = try await coordinator.addFeed(name, source: source)
+    try await coordinator.start()
+    return try await withResource(coordinator, closedBy: { await $0.stop() }) { _ in try await body(feed) }
 }
 
 struct WaitTimedOut: Error, CustomStringConvertible {

@@ -53,35 +53,31 @@ struct DeletionSignalTests {
                     descriptor.deleted = DeletionMark(pointer: JSONPointer(tokens: ["deleted"]))
                     let http = HTTPFeedConfiguration(url: server.url(limit: 10), descriptor: descriptor, requestTimeout: hangGuard)
                     let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-                    let coordinator = SyncCoordinator(
-                        store: store, configuration: SyncConfiguration(reconnectSpread: .zero, backfillDepth: Int.max),
-                        clock: ContinuousClock(), logger: quietLogger)
-                    let feed = try await coordinator.addFeed("f", source: source)
-                    try await coordinator.start()
-                    try await waitFor(feed, "backfill to the end") { $0.endReached && !$0.older.load.isLoading }
-                    #expect(try await store.items(feed: "f", offset: 0, limit: 100) == (try await server.items()))
-                    #expect(await feed.state.itemCount == 29)
-                    let point = try await store.changeHead()
+                    try await withSyncedFeed("f", from: source, into: store) { feed in
+                        try await waitFor(feed, "backfill to the end") { $0.endReached && !$0.older.load.isLoading }
+                        #expect(try await store.items(feed: "f", offset: 0, limit: 100) == (try await server.items()))
+                        #expect(await feed.state.itemCount == 29)
+                        let point = try await store.changeHead()
 
-                    // Two statuses of page 1 become tombstones; the refresh reads page 1 again, and
-                    // the rows a UI shows (itemUpdates) lose them.
-                    let rows = await feed.itemUpdates(limit: 5)
-                    let shown = BoundedTask { () async -> [String] in
-                        for await items in rows where !items.contains(where: { $0.id == "29" || $0.id == "27" }) {
-                            return items.map(\.id)
+                        // Two statuses of page 1 become tombstones; the refresh reads page 1 again, and
+                        // the rows a UI shows (itemUpdates) lose them.
+                        let rows = await feed.itemUpdates(limit: 5)
+                        let shown = BoundedTask { () async -> [String] in
+                            for await items in rows where !items.contains(where: { $0.id == "29" || $0.id == "27" }) {
+                                return items.map(\.id)
+                            }
+                            return []
                         }
-                        return []
+                        try await server.delete(id: "29", tombstone: true)
+                        try await server.delete(id: "27", tombstone: true)
+                        await feed.refresh()
+                        #expect(try await shown.value("the rows without the deleted items") == ["30", "28", "26", "25", "24"])
+                        try await waitFor(feed, "the tombstones' items removed") { $0.itemCount == 27 && !$0.newer.load.isLoading }
+                        #expect(try await store.items(feed: "f", offset: 0, limit: 100) == (try await server.items()))
+                        let changes = try await store.changes(feed: "f", since: point, limit: 100)
+                        #expect(changes.map(\.kind) == [.deleted, .deleted])
+                        #expect(Set(changes.compactMap(\.id)) == ["29", "27"])
                     }
-                    try await server.delete(id: "29", tombstone: true)
-                    try await server.delete(id: "27", tombstone: true)
-                    await feed.refresh()
-                    #expect(try await shown.value("the rows without the deleted items") == ["30", "28", "26", "25", "24"])
-                    try await waitFor(feed, "the tombstones' items removed") { $0.itemCount == 27 && !$0.newer.load.isLoading }
-                    #expect(try await store.items(feed: "f", offset: 0, limit: 100) == (try await server.items()))
-                    let changes = try await store.changes(feed: "f", since: point, limit: 100)
-                    #expect(changes.map(\.kind) == [.deleted, .deleted])
-                    #expect(Set(changes.compactMap(\.id)) == ["29", "27"])
-                    await coordinator.stop()
                 }
             }
         }

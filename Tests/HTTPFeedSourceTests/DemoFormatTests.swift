@@ -23,13 +23,9 @@ struct DemoFormatTests {
                 let url = URL(string: "http://127.0.0.1:\(port)/feeds/bulk?format=\(format)&limit=20")!
                 let http = HTTPFeedConfiguration(url: url, descriptor: format == "envelope" ? Self.envelope : FeedDescriptor(), requestTimeout: hangGuard)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-                let coordinator = SyncCoordinator(
-                    store: store, configuration: SyncConfiguration(reconnectSpread: .zero, backfillDepth: Int.max),
-                    clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("bulk", source: source)
-                try await coordinator.start()
-                try await waitFor(feed, "\(format): the whole feed") { $0.endReached && !$0.older.load.isLoading && $0.itemCount == 237 }
-                await coordinator.stop()
+                try await withSyncedFeed("bulk", from: source, into: store) { feed in
+                    try await waitFor(feed, "\(format): the whole feed") { $0.endReached && !$0.older.load.isLoading && $0.itemCount == 237 }
+                }
                 let served = try await server.items(feed: "bulk").reversed()
                 let stored = try await store.items(feed: "bulk", offset: 0, limit: 1_000)
                 if format == "envelope" {

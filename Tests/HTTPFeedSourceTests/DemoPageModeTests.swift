@@ -39,18 +39,15 @@ struct DemoPageModeTests {
                 let http = HTTPFeedConfiguration(url: try #require(URL(string: url)), requestTimeout: hangGuard)
                 #expect(http.pagination == .page)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-                let coordinator = SyncCoordinator(
-                    store: store, configuration: .init(reconnectSpread: .zero, backfillDepth: Int.max), clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("issues", source: source)
-                try await coordinator.start()
-                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 40 && !$0.older.load.isLoading }
-                await feed.refresh()
-                try await waitFor(feed, "a refresh with nothing new") { !$0.newer.load.isLoading && $0.newer.load != .idle }
-                #expect(source.notModifiedCount == 1)
-                try await server.appendItems(feed: "issues", count: 75)
-                await feed.refresh()
-                try await waitFor(feed, "the refresh") { $0.itemCount == 115 && !$0.newer.load.isLoading && $0.gap == nil }
-                await coordinator.stop()
+                try await withSyncedFeed("issues", from: source, into: store) { feed in
+                    try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 40 && !$0.older.load.isLoading }
+                    await feed.refresh()
+                    try await waitFor(feed, "a refresh with nothing new") { !$0.newer.load.isLoading && $0.newer.load != .idle }
+                    #expect(source.notModifiedCount == 1)
+                    try await server.appendItems(feed: "issues", count: 75)
+                    await feed.refresh()
+                    try await waitFor(feed, "the refresh") { $0.itemCount == 115 && !$0.newer.load.isLoading && $0.gap == nil }
+                }
                 #expect(try await store.items(feed: "issues", offset: 0, limit: 1000) == (try await server.expectedItems("issues")))
             }
         }

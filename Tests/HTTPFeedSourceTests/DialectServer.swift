@@ -126,13 +126,5 @@ final class DialectServer: Sendable {
 
 /// Starts a dialect server, runs `body`, and stops the server whatever happens.
 func withDialectServer<T: Sendable>(items: Int, _ body: (DialectServer) async throws -> T) async throws -> T {
-    let server = try await DialectServer.start(items: items)
-    do {
-        let result = try await body(server)
-        await server.stop()
-        return result
-    } catch {
-        await server.stop()
-        throw error
-    }
+    try await withResource(try await DialectServer.start(items: items), closedBy: { await $0.stop() }, body)
 }

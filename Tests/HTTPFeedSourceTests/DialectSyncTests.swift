@@ -67,16 +67,7 @@ struct DialectSyncTests {
     ) async throws {
         let http = HTTPFeedConfiguration(url: server.url(style.path), descriptor: style.descriptor, requestTimeout: hangGuard)
         let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-        let coordinator = SyncCoordinator(store: store, configuration: Self.configuration(backfill: backfill), clock: ContinuousClock(), logger: quietLogger)
-        let feed = try await coordinator.addFeed(style.dialect, source: source)
-        try await coordinator.start()
-        do {
-            try await body(feed)
-        } catch {
-            await coordinator.stop()
-            throw error
-        }
-        await coordinator.stop()
+        try await withSyncedFeed(style.dialect, from: source, into: store, configuration: Self.configuration(backfill: backfill), body)
     }
 
     func expectMirror(_ store: SQLiteFeedStore, _ server: DialectServer, _ style: Case, _ moment: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {

@@ -172,13 +172,5 @@ final class GitHubStyleServer: Sendable {
 
 /// Starts a GitHub-style server, runs `body`, and stops the server whatever happens.
 func withGitHubStyleServer<T: Sendable>(secure: [GitHubStyleServer.Secure] = [], _ body: (GitHubStyleServer) async throws -> T) async throws -> T {
-    let server = try await GitHubStyleServer.start(secure: secure)
-    do {
-        let result = try await body(server)
-        await server.stop()
-        return result
-    } catch {
-        await server.stop()
-        throw error
-    }
+    try await withResource(try await GitHubStyleServer.start(secure: secure), closedBy: { await $0.stop() }, body)
 }

@@ -54,17 +54,11 @@ struct OddAnswerTests {
                 let configuration = HTTPFeedConfiguration(url: URL(string: "http://127.0.0.1:\(port)/gzip-always")!, requestTimeout: hangGuard)
                 #expect(try await HTTPFeedSource(configuration: configuration, client: client, logger: quietLogger).fetchInitial().items.map(\.id) == ["2", "1"])
             }
-            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
-            do {
-                let shared = HTTPFeedClient(sharing: http)
-                let gzipped = try #require(try await error("/gzip-always", port: port, client: shared))
+            try await withHTTPClient(.init(redirectConfiguration: .disallow)) { http in
+                let gzipped = try #require(try await error("/gzip-always", port: port, client: HTTPFeedClient(sharing: http)))
                 #expect(gzipped.message.contains("the body is still gzip-compressed"))
                 #expect(gzipped.message.contains("decompression: .enabled(limit:)"))
-            } catch {
-                try? await http.shutdown()
-                throw error
             }
-            try await http.shutdown()
         }
     }
 
@@ -99,23 +93,13 @@ struct OddAnswerTests {
 
     @Test("a shared HTTPClient with its default configuration reads a feed that gzips when asked")
     func sharedDefaultClient() async throws {
-        var configuration = DemoFeedServer.Configuration(feeds: [.init(name: "home", initialCount: 30)])
-        configuration.host = "127.0.0.1"
-        configuration.port = 0
-        let server = try DemoFeedServer(configuration: configuration, logger: quietLogger)
-        try await server.start()
         // No decompression: what `HTTPClient.shared` is.
-        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
-        do {
-            let page = try await server.source("home", client: HTTPFeedClient(sharing: http)).fetchInitial()
-            #expect(page.items.count == 20)
-        } catch {
-            await server.stop()
-            try? await http.shutdown()
-            throw error
+        try await withHTTPClient(.init(redirectConfiguration: .disallow)) { http in
+            try await withDemoServer(.init(feeds: [.init(name: "home", initialCount: 30)])) { server in
+                let page = try await server.source("home", client: HTTPFeedClient(sharing: http)).fetchInitial()
+                #expect(page.items.count == 20)
+            }
         }
-        await server.stop()
-        try await http.shutdown()
     }
 }
 

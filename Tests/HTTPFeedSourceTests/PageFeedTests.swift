@@ -27,11 +27,7 @@ struct PageFeedTests {
             try await withStore { store in
                 let http = HTTPFeedConfiguration(url: server.url(query: "per_page=\(perPage)"), requestTimeout: hangGuard, pagination: pagination)
                 let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-                let coordinator = SyncCoordinator(store: store, configuration: configuration, clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("issues", source: source)
-                try await coordinator.start()
-                try await body(feed, store)
-                await coordinator.stop()
+                try await withSyncedFeed("issues", from: source, into: store, configuration: configuration) { try await body($0, store) }
             }
         }
     }
@@ -183,22 +179,20 @@ struct PageFeedTests {
     func detectedLate() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(5)
-            let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
-            defer { Task { try? await client.shutdown() } }
-            try await withStore { store in
-                // No page parameter in the url: nothing says "page" until the server's links do.
-                let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: hangGuard)
-                #expect(http.pagination == .automatic)
-                let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-                let coordinator = SyncCoordinator(store: store, configuration: Self.configuration(), clock: ContinuousClock(), logger: quietLogger)
-                let feed = try await coordinator.addFeed("issues", source: source)
-                try await coordinator.start()
-                try await waitFor(feed, "the first load") { $0.endReached && $0.itemCount == 5 }
-                try await server.add(70)  // three pages of 30 now
-                await feed.refresh()
-                try await waitFor(feed, "the refresh") { $0.itemCount == 75 && !$0.newer.load.isLoading && $0.gap == nil }
-                await coordinator.stop()
-                try await expectMirror(store, server)
+            try await withFeedClient { client in
+                try await withStore { store in
+                    // No page parameter in the url: nothing says "page" until the server's links do.
+                    let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: hangGuard)
+                    #expect(http.pagination == .automatic)
+                    let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
+                    try await withSyncedFeed("issues", from: source, into: store, configuration: Self.configuration()) { feed in
+                        try await waitFor(feed, "the first load") { $0.endReached && $0.itemCount == 5 }
+                        try await server.add(70)  // three pages of 30 now
+                        await feed.refresh()
+                        try await waitFor(feed, "the refresh") { $0.itemCount == 75 && !$0.newer.load.isLoading && $0.gap == nil }
+                    }
+                    try await expectMirror(store, server)
+                }
             }
         }
     }
@@ -207,15 +201,15 @@ struct PageFeedTests {
     func detectedPagination() async throws {
         try await withGitHubStyleServer { server in
             try await server.add(45)  // more than GitHub's default 30 per page, so page 1 has links
-            let client = HTTPFeedClient(options: .init(connectTimeout: hangGuard))
-            defer { Task { try? await client.shutdown() } }
-            // No per_page in the URL: nothing in the configuration says "page".
-            let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: hangGuard)
-            #expect(http.pagination == .automatic)
-            let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
-            let first = try await source.fetchInitial()
-            #expect(first.continuation == server.url(query: "page=2").absoluteString)
-            #expect(first.newerCursor == server.url().absoluteString, "refresh reads page 1, not a min_id GitHub ignores")
+            try await withFeedClient { client in
+                // No per_page in the URL: nothing in the configuration says "page".
+                let http = HTTPFeedConfiguration(url: server.url(), requestTimeout: hangGuard)
+                #expect(http.pagination == .automatic)
+                let source = try HTTPFeedSource(configuration: http, client: client, logger: quietLogger)
+                let first = try await source.fetchInitial()
+                #expect(first.continuation == server.url(query: "page=2").absoluteString)
+                #expect(first.newerCursor == server.url().absoluteString, "refresh reads page 1, not a min_id GitHub ignores")
+            }
         }
     }
 }

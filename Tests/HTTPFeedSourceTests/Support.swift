@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import DemoFeedServer
 import Foundation
 import HTTPFeedSource
@@ -16,42 +17,51 @@ let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler()
 /// The connect timeout is the hang guard: on loopback a connect that should succeed is quick
 /// alone, but in a congested full run a short one can fire first (see `hangGuard`).
 func withFeedClient<T: Sendable>(connectTimeout: Duration = hangGuard, _ body: (HTTPFeedClient) async throws -> T) async throws -> T {
-    let client = HTTPFeedClient(options: .init(connectTimeout: connectTimeout))
-    do {
-        let result = try await body(client)
-        try await client.shutdown()
-        return result
-    } catch {
-        try? await client.shutdown()
-        throw error
+    try await withFeedClient(options: .init(connectTimeout: connectTimeout), body)
+}
+
+/// Runs `body` with a feed client made with `options`, shut down on every path.
+func withFeedClient<T: Sendable>(options: HTTPFeedClient.Options, _ body: (HTTPFeedClient) async throws -> T) async throws -> T {
+    try await withResource(HTTPFeedClient(options: options), closedBy: { try await $0.shutdown() }, body)
+}
+
+/// Runs `body` with an `HTTPClient` of its own, shut down on every path (AsyncHTTPClient requires it).
+func withHTTPClient<T: Sendable>(_ configuration: HTTPClient.Configuration, _ body: (HTTPClient) async throws -> T) async throws -> T {
+    try await withResource(HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration), closedBy: { try await $0.shutdown() }, body)
+}
+
+/// Starts a demo server, with fault injection (`faults`) unless it is `nil`, on an ephemeral
+/// loopback port and a feed client, runs `body`, and stops both whatever happens. The client's
+/// connect timeout is the hang guard, as in ``withFeedClient``.
+func withFeedServer<T: Sendable>(
+    _ configuration: DemoFeedServer.Configuration,
+    faults: FaultInjector.Settings? = .init(),
+    clientOptions: HTTPFeedClient.Options = .init(connectTimeout: hangGuard),
+    _ body: (DemoFeedServer, HTTPFeedClient) async throws -> T
+) async throws -> T {
+    // The server stops before the client shuts down.
+    try await withFeedClient(options: clientOptions) { client in
+        try await withDemoServer(configuration, faults: faults) { server in try await body(server, client) }
     }
 }
 
-/// Starts a demo server, with fault injection (`faults`), on an ephemeral loopback port and a feed
-/// client, runs `body`, and stops both whatever happens. The client's connect timeout is the hang
-/// guard, as in ``withFeedClient``.
-func withFeedServer<T: Sendable>(
+/// Starts a demo server on an ephemeral loopback port, with fault injection (`faults`) or without
+/// (`nil`), runs `body`, and stops the server whatever happens.
+func withDemoServer<T: Sendable>(
     _ configuration: DemoFeedServer.Configuration,
-    faults: FaultInjector.Settings = .init(),
-    clientOptions: HTTPFeedClient.Options = .init(connectTimeout: hangGuard),
-    _ body: (DemoFeedServer, HTTPFeedClient) async throws -> T
+    faults: FaultInjector.Settings? = nil,
+    _ body: (DemoFeedServer) async throws -> T
 ) async throws -> T {
     var configuration = configuration
     configuration.host = "127.0.0.1"
     configuration.port = 0
-    let server = try DemoFeedServer(configuration: configuration, faults: faults, logger: quietLogger)
-    try await server.start()
-    let client = HTTPFeedClient(options: clientOptions)
-    do {
-        let result = try await body(server, client)
-        await server.stop()
-        try await client.shutdown()
-        return result
-    } catch {
-        await server.stop()
-        try? await client.shutdown()
-        throw error
+    let server = if let faults {
+        try DemoFeedServer(configuration: configuration, faults: faults, logger: quietLogger)
+    } else {
+        try DemoFeedServer(configuration: configuration, logger: quietLogger)
     }
+    try await server.start()
+    return try await withResource(server, closedBy: { await $0.stop() }, body)
 }
 
 extension DemoFeedServer {
@@ -201,7 +211,8 @@ func launchPythonOracle<Ready: Decodable>(
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Oracle/\(script)").path
     // The interpreter itself, not a launcher (pyenv's shim) that would get the signal instead.
     let python = try await runCommand(["python3", "-c", "import sys; print(sys.executable)"]).trimmingCharacters(in: .whitespacesAndNewlines)
-    let process = try ChildProcess([python, path] + arguments, logPath: directory.file("\(script).log"))
+    // -B: the oracles import oracle_http.py, whose compiled copy would land in the source tree.
+    let process = try ChildProcess([python, "-B", path] + arguments, logPath: directory.file("\(script).log"))
     let deadline = ContinuousClock.now + hangGuard
     while ContinuousClock.now < deadline {
         if let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("{") }) {
@@ -226,14 +237,7 @@ func withPythonOracle<T: Sendable>(
     _ script: String, arguments: [String] = [], directory: TemporaryDirectory, _ body: (Int) async throws -> T
 ) async throws -> T {
     let (server, ready) = try await launchPythonOracle(script, arguments: arguments, directory: directory, ready: OracleReady.self)
-    do {
-        let result = try await body(ready.port)
-        await server.stop()
-        return result
-    } catch {
-        await server.stop()
-        throw error
-    }
+    return try await withResource(server, closedBy: { await $0.stop() }) { _ in try await body(ready.port) }
 }
 
 /// The line a Python oracle with one port prints once it listens.

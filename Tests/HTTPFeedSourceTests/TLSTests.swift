@@ -66,13 +66,9 @@ struct TLSTests {
 
                 let trusted = try source(url, client, tls: FeedTLS(caFile: pki.ca))
                 try await withStore { store in
-                    let coordinator = SyncCoordinator(
-                        store: store, configuration: .init(reconnectSpread: .zero, backfillDepth: Int.max),
-                        clock: ContinuousClock(), logger: quietLogger)
-                    let feed = try await coordinator.addFeed("secure", source: trusted)
-                    try await coordinator.start()
-                    try await waitFor(feed, "backfill to the end") { $0.endReached && !$0.older.load.isLoading }
-                    await coordinator.stop()
+                    try await withSyncedFeed("secure", from: trusted, into: store) { feed in
+                        try await waitFor(feed, "backfill to the end") { $0.endReached && !$0.older.load.isLoading }
+                    }
                     #expect(try await store.items(feed: "secure", offset: 0, limit: 100) == (try await server.items()))
                 }
             }

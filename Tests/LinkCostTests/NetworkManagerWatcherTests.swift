@@ -191,8 +191,7 @@ struct NetworkManagerWatcherTests {
         let log = RecordedLog()
         let watcher = NetworkManagerWatcher(
             configuration: .init(busAddress: "unix:path=\(directory.file("nothing"))"), logger: log.logger)
-        let running = BoundedTask { try await watcher.run() }
-        do {
+        try await whileRunning(watcher) { watcher, running in
             try await waitUntil("the watcher logs that it cannot connect") {
                 log.messages(at: .info).contains { $0.contains("cannot connect") }
             }
@@ -206,13 +205,7 @@ struct NetworkManagerWatcherTests {
             await #expect(throws: NetworkManagerWatcher.Failure.self, "a second run() at the same time") {
                 try await watcher.run()
             }
-        } catch {
-            running.cancel()
-            _ = try? await running.result("the watcher's run() after cancellation")
-            throw error
         }
-        running.cancel()
-        try await running.value("the watcher's run() after cancellation")
         #expect(log.messages(at: .info).filter { $0.contains("cannot connect") }.count == 1, "\(log.all)")
         #expect(log.messages(at: .error).isEmpty, "\(log.all)")
     }
@@ -223,19 +216,12 @@ struct NetworkManagerWatcherTests {
     @Test func systemBusOfThisHostIsHandled() async throws {
         let log = RecordedLog()
         let watcher = NetworkManagerWatcher(configuration: .init(), logger: log.logger)
-        let running = BoundedTask { try await watcher.run() }
         let outcomes = ["cannot connect", "NetworkManager is not running", "NetworkManager is on the bus", "did not list its devices"]
-        do {
+        try await whileRunning(watcher) { _, _ in
             try await waitUntil("the watcher logs what it found on the system bus") {
                 log.messages(at: .info).contains { message in outcomes.contains { message.contains($0) } }
             }
-        } catch {
-            running.cancel()
-            _ = try? await running.result("the watcher's run() after cancellation")
-            throw error
         }
-        running.cancel()
-        try await running.value("the watcher's run() after cancellation")
         #expect(log.messages(at: .error).isEmpty, "\(log.all)")
     }
 
@@ -283,19 +269,19 @@ private func withWatcher<T: Sendable>(
     log: RecordedLog = RecordedLog(), _ body: (NetworkManagerWatcher) async throws -> T
 ) async throws -> T {
     let configuration = NetworkManagerWatcher.Configuration(busAddress: bus.address, maximumDevices: maximumDevices)
-    let watcher = NetworkManagerWatcher(configuration: configuration, logger: log.logger)
-    let running = BoundedTask { try await watcher.run() }
-    let result: T
-    do {
-        result = try await body(watcher)
-    } catch {
-        running.cancel()
-        _ = try? await running.result("the watcher's run() after cancellation")
-        throw error
+    return try await whileRunning(NetworkManagerWatcher(configuration: configuration, logger: log.logger)) { watcher, _ in
+        try await body(watcher)
     }
-    running.cancel()
-    try await running.value("the watcher's run() after cancellation")
-    return result
+}
+
+/// Runs `watcher` while `body` runs (which also gets the run, to see whether it has ended), then
+/// cancels it and waits (bounded) for `run()` to return, on every path.
+private func whileRunning<T: Sendable>(
+    _ watcher: NetworkManagerWatcher, _ body: (NetworkManagerWatcher, BoundedTask<Void>) async throws -> T
+) async throws -> T {
+    try await whileRunning("the watcher's run() after cancellation", { try await watcher.run() }) { running in
+        try await body(watcher, running)
+    }
 }
 
 /// Waits (bounded) until the watcher's map is `expected`; the failure says what it was instead.

@@ -1,49 +1,55 @@
 import Foundation
 import GRDB
 import SyncCore
-import SyncStore
+@testable import SyncStore
 import Testing
 import TestSupport
 
 /// A store written by an older syncd is upgraded in place when a newer one opens it.
 ///
 /// The old file is written by Python's sqlite3 module, not by this package, with the schema
-/// exactly as the first migration made it and GRDB's record of that migration.
+/// exactly as the first migrations made it (their steps, which the schema keeps) and GRDB's record
+/// of those migrations.
 @Suite struct MigrationTests {
-    @Test func aVersionOneStoreIsUpgradedWithItsCountsAndKeepsSyncing() async throws {
-        let dir = try TemporaryDirectory()
-        let path = dir.file("v1.sqlite")
+    /// The versions as earlier syncds recorded them: written out here, since a version renamed in
+    /// the schema would be one that no old store has taken.
+    static let recorded: [Schema.Version: String] = [
+        .v1: "v1: feeds and items", .v2: "v2: item count per feed", .v3: "v3: gaps and sources",
+    ]
+
+    /// The schema of a store an earlier syncd left once it had taken `versions`, with GRDB's record
+    /// of them.
+    static func oldSchema(_ versions: [Schema.Version]) -> String {
+        """
+        CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+        INSERT INTO grdb_migrations VALUES \(versions.map { "('\(recorded[$0]!)')" }.joined(separator: ", "));
+        \(versions.map(\.steps).joined(separator: "\n"))
+        """
+    }
+
+    /// Has Python's sqlite3 write the store at `path` as an earlier syncd left it after `versions`
+    /// (``oldSchema(_:)``, in WAL mode), with what `rows` (Python, `db` open) puts in it.
+    static func pythonWritesStore(_ path: String, after versions: [Schema.Version], rows: String) async throws {
         try await runCommand(["python3", "-c", """
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
+            db.executescript("PRAGMA journal_mode = WAL;" + sys.argv[2])
+            \(rows)
+            db.commit()
+            """, path, oldSchema(versions)])
+    }
+
+    @Test func aVersionOneStoreIsUpgradedWithItsCountsAndKeepsSyncing() async throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.file("v1.sqlite")
+        try await Self.pythonWritesStore(path, after: [.v1], rows: """
             db.executescript('''
-                PRAGMA journal_mode = WAL;
-                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
-                INSERT INTO grdb_migrations VALUES ('v1: feeds and items');
-                CREATE TABLE feed (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    older_cursor TEXT,
-                    newer_cursor TEXT,
-                    end_reached INTEGER NOT NULL DEFAULT 0,
-                    has_loaded INTEGER NOT NULL DEFAULT 0,
-                    last_sync_at REAL,
-                    revision INTEGER NOT NULL DEFAULT 0
-                );
-                CREATE TABLE item (
-                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
-                    id TEXT NOT NULL,
-                    position INTEGER NOT NULL,
-                    payload BLOB NOT NULL,
-                    PRIMARY KEY (feed, id)
-                );
-                CREATE INDEX item_order ON item(feed, position);
                 INSERT INTO feed VALUES ('home', 'c2', 'i0', 0, 1, 100.0, 2);
                 INSERT INTO feed VALUES ('quiet', NULL, NULL, 1, 1, 100.0, 1);
             ''')
             for n in range(10):
                 db.execute("INSERT INTO item VALUES ('home', ?, ?, ?)", ("i%d" % n, -n, b'{"n":%d}' % n))
-            db.commit()
-            """, path])
+            """)
 
         let store = try SQLiteFeedStore(path: path)
         let home = try await store.load(feed: "home")
@@ -72,27 +78,8 @@ import TestSupport
     @Test func aVersionThreeStoreIsRebuiltInBackfillOrderWithEveryRow() async throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("v3.sqlite")
-        try await runCommand(["python3", "-c", """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
+        try await Self.pythonWritesStore(path, after: [.v1, .v2, .v3], rows: """
             db.executescript('''
-                PRAGMA journal_mode = WAL;
-                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
-                INSERT INTO grdb_migrations VALUES ('v1: feeds and items'), ('v2: item count per feed'), ('v3: gaps and sources');
-                CREATE TABLE feed (
-                    id TEXT PRIMARY KEY NOT NULL, older_cursor TEXT, newer_cursor TEXT,
-                    end_reached INTEGER NOT NULL DEFAULT 0, has_loaded INTEGER NOT NULL DEFAULT 0,
-                    last_sync_at REAL, revision INTEGER NOT NULL DEFAULT 0,
-                    item_count INTEGER NOT NULL DEFAULT 0, gap_cursor TEXT, gap_floor INTEGER,
-                    gap_pages INTEGER NOT NULL DEFAULT 0, gap_items INTEGER NOT NULL DEFAULT 0, source TEXT
-                );
-                CREATE TABLE item (
-                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
-                    id TEXT NOT NULL, position INTEGER NOT NULL, payload BLOB NOT NULL,
-                    stored_at REAL,
-                    PRIMARY KEY (feed, id)
-                );
-                CREATE INDEX item_order ON item(feed, position);
                 INSERT INTO feed (id, older_cursor, has_loaded, revision, item_count, gap_cursor, gap_floor, gap_pages, gap_items, source)
                     VALUES ('home', 'c9', 1, 7, 600, 'g1', -1, 2, 40, 'http://feed.test/home'),
                            ('other', NULL, 1, 3, 500, NULL, NULL, 0, 0, 'http://feed.test/other');
@@ -101,8 +88,7 @@ import TestSupport
             rows = [('home', 'h%04d' % ((n * 37) % 600), 5000 - n - (4096 if n >= 300 else 0), b'{"n":%d}' % n, 1000.0 + n) for n in range(600)]
             rows += [('other', 'o%d' % n, -n, bytes([n % 256]) * (n % 50), None) for n in range(500)]
             db.executemany("INSERT INTO item VALUES (?, ?, ?, ?, ?)", rows)
-            db.commit()
-            """, path])
+            """)
         // What the file holds, as one text, read by Python's sqlite3; times in Unix seconds,
         // which a version-three store keeps as seconds since 2001 (argv[2]: what to add).
         let dump = """
@@ -148,23 +134,7 @@ import TestSupport
     @Test func aNewStoreHasTheSchemaThatTheUpgradesLeave() throws {
         let dir = try TemporaryDirectory()
         let path = dir.file("v1.sqlite")
-        try DatabaseQueue(path: path).write { db in
-            try db.execute(sql: """
-                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
-                INSERT INTO grdb_migrations VALUES ('v1: feeds and items');
-                CREATE TABLE feed (
-                    id TEXT PRIMARY KEY NOT NULL, older_cursor TEXT, newer_cursor TEXT,
-                    end_reached INTEGER NOT NULL DEFAULT 0, has_loaded INTEGER NOT NULL DEFAULT 0,
-                    last_sync_at REAL, revision INTEGER NOT NULL DEFAULT 0
-                );
-                CREATE TABLE item (
-                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
-                    id TEXT NOT NULL, position INTEGER NOT NULL, payload BLOB NOT NULL,
-                    PRIMARY KEY (feed, id)
-                );
-                CREATE INDEX item_order ON item(feed, position);
-                """)
-        }
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: Self.oldSchema([.v1])) }
         _ = try SQLiteFeedStore(path: path)
         let upgraded = try Self.schema(path)
         #expect(upgraded == (try Self.newStoreSchema()))
@@ -234,20 +204,8 @@ import TestSupport
             try db.execute(sql: """
                 CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
                 INSERT INTO grdb_migrations VALUES ('v4: indexes in backfill order'), ('v5: metered bytes per day');
-                CREATE TABLE feed (
-                    id TEXT PRIMARY KEY NOT NULL, older_cursor TEXT, newer_cursor TEXT,
-                    end_reached INTEGER NOT NULL DEFAULT 0, has_loaded INTEGER NOT NULL DEFAULT 0,
-                    last_sync_at REAL, revision INTEGER NOT NULL DEFAULT 0,
-                    item_count INTEGER NOT NULL DEFAULT 0, gap_cursor TEXT, gap_floor INTEGER,
-                    gap_pages INTEGER NOT NULL DEFAULT 0, gap_items INTEGER NOT NULL DEFAULT 0, source TEXT
-                );
-                CREATE TABLE item (
-                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
-                    id TEXT NOT NULL, position INTEGER NOT NULL, payload BLOB NOT NULL, stored_at REAL,
-                    PRIMARY KEY (feed, id DESC)
-                );
-                CREATE INDEX item_order ON item(feed, position DESC);
-                CREATE TABLE metered_usage (feed TEXT PRIMARY KEY NOT NULL, day TEXT NOT NULL, bytes INTEGER NOT NULL);
+                \(Schema.current)
+                \(Schema.meteredUsage.steps)
                 INSERT INTO metered_usage VALUES ('home', '2026-01-01', 4096);
                 """)
             try db.execute(sql: "INSERT INTO feed (id, newer_cursor, has_loaded, last_sync_at, revision, item_count) VALUES ('home', 'n3', 1, ?, 4, 3), ('idle', NULL, 0, NULL, 0, 0)",

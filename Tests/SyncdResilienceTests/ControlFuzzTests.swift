@@ -18,10 +18,9 @@ extension SyncdResilienceTests {
         var rng = SplitMix64(seed: seed)
         let feed = "home"
         let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 300, itemsPerSecond: 2)]), faults: .init(seed: seed))
-        let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "control-fuzz", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 50, refreshInterval: "300ms")]
+            feeds: [FeedSetup(name: feed, url: try #require(server.feedURL(feed)), pageSize: 50, refreshInterval: "300ms")]
         )
         let socket = harness.socketPath
         let bystander = Bystander(client: harness.client, feed: feed)

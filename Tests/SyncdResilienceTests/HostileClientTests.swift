@@ -18,10 +18,9 @@ extension SyncdResilienceTests {
         let seed = Seed.resolve("hostile-client")
         let feed = "home"
         let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 200, itemsPerSecond: 0)]), faults: .init(seed: seed))
-        let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "hostile-client", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 50, refreshInterval: "1h")]
+            feeds: [FeedSetup(name: feed, url: try #require(server.feedURL(feed)), pageSize: 50, refreshInterval: "1h")]
         )
         // nobody must reach the socket: the scratch directory is private to root otherwise.
         chmod(harness.directory.path, 0o755)

@@ -19,10 +19,9 @@ extension SyncdResilienceTests {
             feeds: [FeedDefinition(name: feed, initialCount: 6_000)],
             latencyMilliseconds: 2...40
         ), faults: .init(seed: seed))
-        let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "sigkill", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 10, refreshInterval: "700ms", timeout: "3s")]
+            feeds: [FeedSetup(name: feed, url: try #require(server.feedURL(feed)), pageSize: 10, refreshInterval: "700ms", timeout: "3s")]
         )
         let scratch = harness.directory.file("snapshot")
 

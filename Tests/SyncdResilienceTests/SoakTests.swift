@@ -185,10 +185,9 @@ extension SyncdResilienceTests {
         let server = try await startServer(
             .init(feeds: [FeedDefinition(name: feed, initialCount: 500)]),
             faults: .init(randomFaults: [RandomFault(fault: .stall(.headers), probability: 1)], seed: seed, stallLimit: .seconds(900)))
-        let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "sigterm-stalled", seed: seed,
-            feeds: [FeedSetup(name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", timeout: "10m")]
+            feeds: [FeedSetup(name: feed, url: try #require(server.feedURL(feed)), timeout: "10m")]
         )
         try await withCleanup {
             let process = try harness.start()

@@ -17,11 +17,10 @@ extension SyncdResilienceTests {
         let seed = Seed.resolve("watch-items")
         let feed = "home"
         let server = try await startServer(.init(feeds: [FeedDefinition(name: feed, initialCount: 1_500)], latencyMilliseconds: 1...5), faults: .init(seed: seed))
-        let port = try #require(server.port)
         let harness = try DaemonHarness(
             test: "watch-items", seed: seed,
             feeds: [FeedSetup(
-                name: feed, url: "http://127.0.0.1:\(port)/feeds/\(feed)", pageSize: 20, refreshInterval: "300ms",
+                name: feed, url: try #require(server.feedURL(feed)), pageSize: 20, refreshInterval: "300ms",
                 revalidate: (window: "200", interval: "300ms"))]
         )
         var random = SplitMix64(seed: seed)

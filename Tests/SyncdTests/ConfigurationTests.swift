@@ -91,13 +91,7 @@ import TestSupport
         ("[deamon]\n[[feed]]\nname = \"a\"\nurl = \"http://h/f\"\n", 1, "deamon", "unknown key"),
     ] as [(String, Int?, String?, String)])
     func badConfigurationIsLocated(text: String, line: Int?, key: String?, message: String) {
-        do {
-            _ = try DaemonConfiguration.parse(text, file: "test.toml")
-            Issue.record("accepted a bad configuration: \(text)")
-        } catch {
-            #expect(error.line == line, "\(error)")
-            #expect(error.key == key, "\(error)")
-            #expect(error.message.contains(message), "\(error)")
+        if let error = expectRefusal(text, file: "test.toml", line: line, key: key, message: message) {
             #expect("\(error)".hasPrefix("test.toml" + (line.map { ":\($0)" } ?? "") + ": "))
         }
     }

@@ -3,6 +3,14 @@ import SyncControl
 import Testing
 import TestSupport
 
+/// Makes the directory `point`, mounts on it (`mount ARGUMENTS POINT`), runs `body`, and unmounts
+/// it on every path: a mount left behind would outlive the test's directory.
+private func withMount(_ arguments: [String], at point: String, _ body: () async throws -> Void) async throws {
+    try FileManager.default.createDirectory(atPath: point, withIntermediateDirectories: false)
+    try await runCommand(["mount"] + arguments + [point])
+    try await withResource(point, closedBy: { _ = try await runCommand(["umount", $0]) }) { _ in try await body() }
+}
+
 /// A store syncd cannot use, met at start: it says why in words (the condition, the path, what to
 /// do), never SQL, and exits with 73, which the unit does not restart on; a damaged store is moved
 /// aside and a new one made, and syncd runs. The conditions are real: a bind mount remounted
@@ -53,18 +61,12 @@ struct StoreFaultDaemonTests {
         try Privileges.requireRoot()
         let directory = try TemporaryDirectory(prefix: "store-fault")
         let mount = directory.file("ro")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
-        try await runCommand(["mount", "--bind", mount, mount])
-        do {
+        try await withMount(["--bind", mount], at: mount) {
             try await runCommand(["mount", "-o", "remount,ro,bind", mount])
             let (status, output) = try await Self.exit(store: "\(mount)/syncd.sqlite", in: directory)
             #expect(status == 73)
             Self.expectWords(output, "the store \(mount)/syncd.sqlite is on a read-only filesystem: remount \(mount) read-write")
-        } catch {
-            try? await runCommand(["umount", mount])
-            throw error
         }
-        try await runCommand(["umount", mount])
     }
 
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
@@ -72,19 +74,13 @@ struct StoreFaultDaemonTests {
         try Privileges.requireRoot()
         let directory = try TemporaryDirectory(prefix: "store-fault")
         let mount = directory.file("full")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
-        try await runCommand(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", mount])
-        do {
+        try await withMount(["-t", "tmpfs", "-o", "size=16k", "tmpfs"], at: mount) {
             // Filled to the last block before syncd starts.
             _ = try? await runCommand(["dd", "if=/dev/zero", "of=\(mount)/fill", "bs=1k", "count=64"], allowFailure: true)
             let (status, output) = try await Self.exit(store: "\(mount)/syncd.sqlite", in: directory)
             #expect(status == 73)
             Self.expectWords(output, "no space left on the device of the store \(mount)/syncd.sqlite: free some space there")
-        } catch {
-            try? await runCommand(["umount", mount])
-            throw error
         }
-        try await runCommand(["umount", mount])
     }
 
     @Test func aDamagedStoreIsMovedAsideAndSyncdRuns() async throws {
@@ -175,12 +171,8 @@ struct StoreDamageDaemonTests {
     }
 
     @Test func aStoreDamagedWhileStoppedIsMovedAsideAndReloaded() async throws {
-        try Privileges.requireRoot()
-        let rig = try await Rig(initialItems: 3000)
-        try await rig.using { rig in
-            try await rig.waitUntilSynced(3000)
+        try await Rig.whileSynced(3000) { rig, store in
             #expect(await rig.daemon.stop() == 0, "\(rig.daemon.output)")
-            let store = rig.directory.file("syncd.sqlite")
             try await Self.damage(store)
 
             let restarted = try await Self.restart(rig, expecting: 3000)
@@ -190,11 +182,7 @@ struct StoreDamageDaemonTests {
     }
 
     @Test func aStoreDamagedWhileRunningStopsSyncdAndTheNextStartReloadsIt() async throws {
-        try Privileges.requireRoot()
-        let rig = try await Rig(initialItems: 3000)
-        try await rig.using { rig in
-            try await rig.waitUntilSynced(3000)
-            let store = rig.directory.file("syncd.sqlite")
+        try await Rig.whileSynced(3000) { rig, store in
             // Once quiet, syncd copies its log into the file and empties it, and lets its page
             // caches go: what is read next comes from the file.
             try await rig.waitForQuietCheckpoint(of: store)
@@ -215,11 +203,7 @@ struct StoreDamageDaemonTests {
     }
 
     @Test func aStoreDeletedWhileRunningStopsSyncdAtTheNextCommit() async throws {
-        try Privileges.requireRoot()
-        let rig = try await Rig(initialItems: 500)
-        try await rig.using { rig in
-            try await rig.waitUntilSynced(500)
-            let store = rig.directory.file("syncd.sqlite")
+        try await Rig.whileSynced(500) { rig, store in
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) }
             // A refresh commits a page (empty: nothing is new), into the deleted file.
             _ = try? await runCommand([try BuildProducts.path("syncctl"), "refresh", "--socket", rig.directory.file("io.syncd")])
@@ -240,9 +224,7 @@ struct StoreDamageDaemonTests {
         try Privileges.requireRoot()
         let scratch = try TemporaryDirectory(prefix: "store-full")
         let mount = scratch.file("small")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
-        try await runCommand(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", mount])
-        do {
+        try await withMount(["-t", "tmpfs", "-o", "size=400k", "tmpfs"], at: mount) {
             let store = "\(mount)/syncd.sqlite"
             let rig = try await Rig(initialItems: 6000, store: store)
             try await rig.using { rig in
@@ -260,11 +242,7 @@ struct StoreDamageDaemonTests {
                 #expect(done.store == nil)
                 #expect(try await rig.storedIDs() == EndToEndTests.ids(1...6000))
             }
-        } catch {
-            try? await runCommand(["umount", mount])
-            throw error
         }
-        try await runCommand(["umount", mount])
     }
 
     /// A store whose filesystem is frozen (fsfreeze, on an ext4 image of the test's own): a
@@ -274,53 +252,51 @@ struct StoreDamageDaemonTests {
         try Privileges.requireRoot()
         let scratch = try TemporaryDirectory(prefix: "store-frozen")
         let image = scratch.file("store.img"), mount = scratch.file("fs")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: false)
         try await runCommand(["truncate", "-s", "64M", image])
         try await runCommand(["mkfs.ext4", "-q", image])
-        try await runCommand(["mount", "-o", "loop", image, mount])
-        var frozen = false
-        do {
-            let notify = try ReadinessTests.NotifySocket(path: scratch.file("notify"))
-            // Pinged every 100 ms; a write may run 1 s.
-            let rig = try await Rig(
-                initialItems: 300, environment: ["NOTIFY_SOCKET=\(notify.path)", "WATCHDOG_USEC=200000"],
-                store: "\(mount)/syncd.sqlite", daemonKeys: #"store_stall_limit = "1s""#)
-            try await rig.using { rig in
-                try await rig.waitUntilSynced(300)
-                var heard = try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
-                #expect(heard.last?.contains("WATCHDOG=1") == true, "the watchdog is fed: \(heard)")
+        try await withMount(["-o", "loop", image], at: mount) {
+            var frozen = false
+            do {
+                let notify = try ReadinessTests.NotifySocket(path: scratch.file("notify"))
+                // Pinged every 100 ms; a write may run 1 s.
+                let rig = try await Rig(
+                    initialItems: 300, environment: ["NOTIFY_SOCKET=\(notify.path)", "WATCHDOG_USEC=200000"],
+                    store: "\(mount)/syncd.sqlite", daemonKeys: #"store_stall_limit = "1s""#)
+                try await rig.using { rig in
+                    try await rig.waitUntilSynced(300)
+                    var heard = try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
+                    #expect(heard.last?.contains("WATCHDOG=1") == true, "the watchdog is fed: \(heard)")
 
-                try await runCommand(["fsfreeze", "-f", mount])
-                frozen = true
-                // Thawed before any stop: a process blocked on a frozen filesystem cannot end.
-                defer { if frozen { _ = try? runCommand(["fsfreeze", "-u", mount]) } }
-                // A refresh commits its (empty) page: the write blocks on the frozen filesystem.
-                _ = try? await runCommand([try BuildProducts.path("syncctl"), "refresh", "--socket", rig.directory.file("io.syncd")])
-                func lines() -> [Substring] { heard.flatMap { $0.split(separator: "\n") } }
-                let deadline = ContinuousClock.now + hangGuard
-                while !lines().contains(where: { $0.hasPrefix("STATUS=store stalled") }) && ContinuousClock.now < deadline {
-                    heard += try await notify.messages(until: "STATUS=never", timeout: .milliseconds(300))
-                }
-                let stalledAt = try #require(lines().lastIndex { $0.hasPrefix("STATUS=store stalled") }, "no stall reported: \(rig.daemon.output)")
-                #expect(rig.daemon.output.contains("the store \(mount)/syncd.sqlite has not finished a write for"), "\(rig.daemon.output)")
+                    try await runCommand(["fsfreeze", "-f", mount])
+                    frozen = true
+                    // Thawed before any stop: a process blocked on a frozen filesystem cannot end.
+                    defer { if frozen { _ = try? runCommand(["fsfreeze", "-u", mount]) } }
+                    // A refresh commits its (empty) page: the write blocks on the frozen filesystem.
+                    _ = try? await runCommand([try BuildProducts.path("syncctl"), "refresh", "--socket", rig.directory.file("io.syncd")])
+                    func lines() -> [Substring] { heard.flatMap { $0.split(separator: "\n") } }
+                    let deadline = ContinuousClock.now + hangGuard
+                    while !lines().contains(where: { $0.hasPrefix("STATUS=store stalled") }) && ContinuousClock.now < deadline {
+                        heard += try await notify.messages(until: "STATUS=never", timeout: .milliseconds(300))
+                    }
+                    let stalledAt = try #require(lines().lastIndex { $0.hasPrefix("STATUS=store stalled") }, "no stall reported: \(rig.daemon.output)")
+                    #expect(rig.daemon.output.contains("the store \(mount)/syncd.sqlite has not finished a write for"), "\(rig.daemon.output)")
 
-                try await runCommand(["fsfreeze", "-u", mount])
-                frozen = false
-                while !lines().contains(where: { $0.hasPrefix("STATUS=store answering again") }) && ContinuousClock.now < deadline {
-                    heard += try await notify.messages(until: "STATUS=never", timeout: .milliseconds(300))
+                    try await runCommand(["fsfreeze", "-u", mount])
+                    frozen = false
+                    while !lines().contains(where: { $0.hasPrefix("STATUS=store answering again") }) && ContinuousClock.now < deadline {
+                        heard += try await notify.messages(until: "STATUS=never", timeout: .milliseconds(300))
+                    }
+                    let all = lines()
+                    let againAt = try #require(all.lastIndex { $0.hasPrefix("STATUS=store answering again") }, "no recovery: \(rig.daemon.output)")
+                    #expect(!all[stalledAt..<againAt].contains("WATCHDOG=1"), "the watchdog was fed while the store hung")
+                    heard += try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
+                    #expect(lines()[(againAt + 1)...].contains("WATCHDOG=1"), "fed again after the thaw")
                 }
-                let all = lines()
-                let againAt = try #require(all.lastIndex { $0.hasPrefix("STATUS=store answering again") }, "no recovery: \(rig.daemon.output)")
-                #expect(!all[stalledAt..<againAt].contains("WATCHDOG=1"), "the watchdog was fed while the store hung")
-                heard += try await notify.messages(until: "WATCHDOG=1", timeout: hangGuard)
-                #expect(lines()[(againAt + 1)...].contains("WATCHDOG=1"), "fed again after the thaw")
+            } catch {
+                if frozen { try? await runCommand(["fsfreeze", "-u", mount]) }
+                throw error
             }
-        } catch {
-            if frozen { try? await runCommand(["fsfreeze", "-u", mount]) }
-            try? await runCommand(["umount", mount])
-            throw error
         }
-        try await runCommand(["umount", mount])
     }
 }
 
@@ -344,11 +320,7 @@ struct IdleWakeupTests {
     }
 
     @Test func aQuietSyncdSleeps() async throws {
-        try Privileges.requireRoot()
-        let rig = try await Rig(initialItems: 120)
-        try await rig.using { rig in
-            try await rig.waitUntilSynced(120)
-            let store = rig.directory.file("syncd.sqlite")
+        try await Rig.whileSynced(120) { rig, store in
             try await rig.waitForQuietCheckpoint(of: store)
             let before = Self.switches(rig.daemon.pid)
             try await Task.sleep(for: .seconds(5))
@@ -358,4 +330,17 @@ struct IdleWakeupTests {
     }
 
     typealias Rig = EndToEndTests.Rig
+}
+
+extension EndToEndTests.Rig {
+    /// As root: syncd in a rig whose feed has `items` items, once it has synced them all, for
+    /// `body` with the rig and the path of syncd's store; both stopped after it.
+    static func whileSynced(_ items: Int, _ body: (EndToEndTests.Rig, String) async throws -> Void) async throws {
+        try Privileges.requireRoot()
+        let rig = try await EndToEndTests.Rig(initialItems: items)
+        try await rig.using { rig in
+            try await rig.waitUntilSynced(items)
+            try await body(rig, rig.directory.file("syncd.sqlite"))
+        }
+    }
 }

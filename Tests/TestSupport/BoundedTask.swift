@@ -39,6 +39,23 @@ public final class BoundedTask<Success: Sendable>: Sendable {
     }
 }
 
+/// Runs `body` while `operation` runs as a ``BoundedTask``, then cancels it and waits, bounded,
+/// for its end, named `what`, on every path.
+///
+/// Not a task group: a group waits for its children for good, so an `operation` that ignored
+/// cancellation would hang the run. As in ``withResource(_:closedBy:isolation:_:)``, an error of
+/// `body` counts before the operation's.
+public func whileRunning<Success: Sendable, R>(
+    _ what: String, _ operation: @escaping @Sendable () async throws -> Success,
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: (BoundedTask<Success>) async throws -> R
+) async throws -> R {
+    try await withResource(BoundedTask(operation), closedBy: { running in
+        running.cancel()
+        _ = try await running.value(what)
+    }, body)
+}
+
 /// How `task` ended, waited for at most `timeout` of real time; throws ``WaitTimedOut`` naming
 /// `what` after that.
 ///

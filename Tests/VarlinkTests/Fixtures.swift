@@ -5,6 +5,7 @@ import Logging
 import SyncControl
 import Synchronization
 import SyncCore
+import Testing
 import TestSupport
 import Varlink
 
@@ -169,21 +170,25 @@ func withControlServer<R: Sendable>(
     configuration.maxMessageSize = maxMessageSize
     configuration.idleTimeout = idleTimeout
     let server = SyncControlServer(handler: handler, configuration: configuration, policy: policy, logger: logger)
-    // Not a task group: a group waits for its children for good, so a server that ignored
-    // cancellation would hang the run; here every wait on the server is bounded.
-    let serving = BoundedTask { try await server.run() }
-    let result: R
-    do {
+    return try await whileRunning("the control server's run()", { try await server.run() }) { _ in
         _ = try await BoundedTask { await server.waitUntilListening() }.value("the control server's start")
-        result = try await body(path, server)
-    } catch {
-        serving.cancel()
-        _ = try? await serving.value("the control server's run()")
-        throw error
+        return try await body(path, server)
     }
-    serving.cancel()
-    try await serving.value("the control server's run()")
-    return result
+}
+
+/// Sends `message`, as it is, to a control server and expects an `InvalidParameter` error naming
+/// `parameter`, after which the same connection still answers a good call.
+func expectInvalidParameter(_ message: String, named parameter: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    try await withControlServer { path in
+        try await VarlinkClient(socketPath: path).withConnection { connection in
+            try await connection.sendRaw(Array(message.utf8))
+            let reply = try await connection.receive()
+            #expect(reply.error == "org.varlink.service.InvalidParameter", sourceLocation: sourceLocation)
+            #expect(reply.parameters["parameter"]?.stringValue == parameter, sourceLocation: sourceLocation)
+            let status = try await connection.call("io.syncd.GetStatus")
+            #expect(status["status"]?["version"] == "0.1.0", sourceLocation: sourceLocation)
+        }
+    }
 }
 
 /// Reads `fd` until a newline or its end, for at most `timeout` of real time, on a thread of

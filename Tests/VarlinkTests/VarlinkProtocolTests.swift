@@ -67,16 +67,7 @@ struct VarlinkProtocolTests {
         ("\u{FF}\u{FE}", "message is not valid JSON"),
     ])
     func malformedMessagesGetAnErrorAndTheConnectionGoesOn(message: String, parameter: String) async throws {
-        try await withControlServer { path in
-            try await VarlinkClient(socketPath: path).withConnection { connection in
-                try await connection.sendRaw(Array(message.utf8))
-                let reply = try await connection.receive()
-                #expect(reply.error == "org.varlink.service.InvalidParameter")
-                #expect(reply.parameters["parameter"]?.stringValue == parameter)
-                let status = try await connection.call("io.syncd.GetStatus")
-                #expect(status["status"]?["version"] == "0.1.0")
-            }
-        }
+        try await expectInvalidParameter(message, named: parameter)
     }
 
     /// A message over the limit costs its connection; other connections never notice.

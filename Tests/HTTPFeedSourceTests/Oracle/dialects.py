@@ -63,14 +63,13 @@
 #   /admin/up; /admin/hold?count=K -> the next K requests wait until /admin/release, which also
 #   cancels what is left of K, and are answered as of then (closed unanswered if the server is
 #   down by then); /admin/held -> {"waiting": requests held now, "remaining": of K}.
-import base64, calendar, email.utils, hashlib, json, os, re, signal, sys, threading, time, uuid
+import base64, calendar, email.utils, hashlib, json, os, re, sys, threading, time, uuid
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qsl, urlencode
 from xml.sax.saxutils import escape
+import oracle_http
 
-# A child of Foundation's Process inherits SIGTERM blocked: unblocked, the test's stop ends it.
-signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+oracle_http.end_on_sigterm()
 
 port_arg, initial = int(sys.argv[1]), int(sys.argv[2])
 BASE = 1_700_000_000

@@ -2,9 +2,10 @@
 # first/prev/next/last (no prev on page 1), ETag and Last-Modified with 304s, scripted
 # redirects, and a second origin that records what it is sent. Written independently of
 # syncd's own code so that it can serve as the truth the tests compare the store with.
-import email.utils, hashlib, json, os, signal, ssl, sys, threading, time
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+import email.utils, hashlib, json, os, ssl, sys, threading, time
+from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qsl, urlencode
+import oracle_http
 
 lock = threading.Lock()
 items = []          # oldest first: (id, payload bytes)
@@ -37,8 +38,7 @@ def add(ids):
             items.append((item_id, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()))
         modified[0] = time.time()
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(oracle_http.Handler):
     origin = "main"
 
     def setup(self):
@@ -48,9 +48,6 @@ class Handler(BaseHTTPRequestHandler):
             self.request.settimeout(60)
             self.request.do_handshake()
         super().setup()
-
-    def log_message(self, *args):
-        pass
 
     def send(self, status, body=b"", headers=(), page=None):
         self.send_response(status)
@@ -66,14 +63,7 @@ class Handler(BaseHTTPRequestHandler):
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
-    def do_POST(self):
-        self.do_GET()
-
-    def do_GET(self):
-        url = urlsplit(self.path)
-        query = dict(parse_qsl(url.query))
-        if url.path.startswith("/admin/"):
-            return self.admin(url.path, query)
+    def answer(self, url, query):
         with lock:
             requests.append({"origin": self.origin, "path": self.path, "peer": self.client_address[1],
                              "headers": {k.lower(): v for k, v in self.headers.items()}})
@@ -190,9 +180,7 @@ class Handler(BaseHTTPRequestHandler):
 class Other(Handler):
     origin = "other"
 
-# The test process may ignore or block SIGTERM, and both survive exec.
-signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+oracle_http.end_on_sigterm()
 servers = [ThreadingHTTPServer(("127.0.0.1", 0), Handler), ThreadingHTTPServer(("127.0.0.1", 0), Other)]
 # --https NAME:CERT:KEY[:CLIENT_CA] adds an HTTPS origin serving the same feed; with CLIENT_CA
 # it requires a client certificate signed by that CA.

@@ -15,12 +15,11 @@
 # (with &tombstone=1 it stays listed in its place as {"id": X, "deleted": true});
 # /admin/edit?id=X&text=T changes one's content and edited_at (its place does not change);
 # /admin/items -> [[id, payload], ...] newest first, tombstones left out; /admin/requests -> every timeline query.
-import base64, json, os, signal, sys, threading
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+import base64, json, sys, threading
 from urllib.parse import urlsplit, parse_qsl, urlencode
+import oracle_http
 
-signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+oracle_http.end_on_sigterm()
 port, count = int(sys.argv[1]), int(sys.argv[2])
 lock = threading.Lock()
 statuses = {}       # id (int) -> dict
@@ -38,28 +37,8 @@ for n in range(1, count + 1):
     statuses[n] = status(n)
 newest = [count]
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, code, body, headers=()):
-        self.send_response(code)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        self.do_GET()
-
-    def do_GET(self):
-        url = urlsplit(self.path)
-        query = dict(parse_qsl(url.query))
-        if url.path.startswith("/admin/"):
-            return self.admin(url.path, query)
+class Handler(oracle_http.Handler):
+    def answer(self, url, query):
         if url.path == "/xrpc/feed":
             return self.body_cursor(query)
         if url.path != "/api/v1/timelines/public":
@@ -133,7 +112,4 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(404, b"{}")
         self.send(200, body.encode(), [("Content-Type", "application/json")])
 
-server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-server.daemon_threads = True
-print(json.dumps({"port": server.server_address[1]}), flush=True)
-server.serve_forever()
+oracle_http.serve(Handler, port)

@@ -5,12 +5,10 @@
 # gzipped when asked. Written independently of syncd's code.
 #
 # Usage: odd_answers.py       prints {"port": N} once listening on 127.0.0.1.
-import gzip, json, os, signal, sys
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+import gzip, json
+import oracle_http
 
-# A child of Foundation's Process inherits SIGTERM blocked: unblocked, the test's stop ends it.
-signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+oracle_http.end_on_sigterm()
 
 PAGE = json.dumps([{"id": "2", "text": "b"}, {"id": "1", "text": "a"}]).encode()
 LOGIN = b"""<!DOCTYPE html>
@@ -18,20 +16,7 @@ LOGIN = b"""<!DOCTYPE html>
 <body><form method="post" action="/login"><input name="user"><input type="password" name="pw"></form></body></html>"""
 ERROR = b"<html><head><title>502 Bad Gateway</title></head><body>upstream down</body></html>"
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, body, headers=()):
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
+class Handler(oracle_http.Handler):
     def do_GET(self):
         path = self.path.split("?")[0]
         if path == "/login-page":
@@ -77,7 +62,4 @@ class Handler(BaseHTTPRequestHandler):
         headers.append(b"Content-Length: %d" % len(body))
         self.wfile.write(b"\r\n".join(headers) + b"\r\n\r\n" + body)
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(json.dumps({"port": server.server_address[1]}), flush=True)
-server.serve_forever()
+oracle_http.serve(Handler)
