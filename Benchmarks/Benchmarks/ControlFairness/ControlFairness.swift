@@ -311,9 +311,22 @@ func lastIndex(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
     return nil
 }
 
+/// The attack's calls made by a client that reads its replies, once per attacking connection:
+/// syncd pages its code out when it goes quiet, and what any client's first calls of these kinds
+/// fault back in (the control server's and the encoders' code) is not what the attack makes it
+/// hold. Its own buffers are freed when it ends, so at most a call's worth is reused by the attack.
+func warmUp(_ rig: ScrapeRig, connections: Int) throws {
+    let pad = String(repeating: "p", count: 64 * 1024 - 200)
+    for _ in 0..<connections {
+        try varlinkCall(socket: rig.controlSocket, #"{"method":"io.syncd.Watch","more":true}"#)
+        try varlinkCall(socket: rig.controlSocket, #"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#)
+    }
+}
+
 /// syncd's RSS before and at its peak while 16 connections pipeline 127 calls of ~64 KiB each
-/// (non-blocking writes, never a read) for 5 s.
+/// (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
 func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: Int) {
+    try warmUp(rig, connections: Int(ProcessInfo.processInfo.environment["ATTACK_CONNECTIONS"] ?? "") ?? 16)
     let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
     let pad = String(repeating: "p", count: 64 * 1024 - 200)
     let call = Array(#"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#.utf8) + [0]
