@@ -5,6 +5,7 @@
 // no jitter. Knobs: FLEET_AGENTS (default 10000).
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 @_spi(StateMachine) import SyncCore
@@ -46,14 +47,8 @@ let benchmarks: @Sendable () -> Void = {
     for scenario in scenarios {
         Benchmark(
             "Fleet \(agents): \(scenario.name)",
-            configuration: .init(
-                metrics: [.wallClock, peak10Metric, peak1Metric, retryPeakMetric],
-                timeUnits: .milliseconds,
-                units: [peak10Metric: .count, peak1Metric: .count, retryPeakMetric: .count],
-                warmupIterations: 0,
-                maxIterations: 1,
-                teardown: { summary.flush() }
-            )
+            configuration: .counting(
+                [peak10Metric, peak1Metric, retryPeakMetric], timeUnits: .milliseconds, maxIterations: 1, teardown: { summary.flush() })
         ) { benchmark in
             benchmark.startMeasurement()
             let result = FleetSimulation.run(scenario)

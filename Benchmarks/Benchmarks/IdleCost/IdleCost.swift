@@ -12,6 +12,7 @@
 // (default Tests/TestSupport/Oracle/fake_networkmanager.py, run with /usr/bin/python3).
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 
@@ -34,15 +35,9 @@ let benchmarks: @Sendable () -> Void = {
     for (name, metrics, networkManager) in variants {
         Benchmark(
             name,
-            configuration: .init(
-                metrics: [.wallClock, switchesMetric, rssMetric, pssMetric, baselineMetric],
-                timeUnits: .seconds,
-                units: [switchesMetric: .count, rssMetric: .count, pssMetric: .count, baselineMetric: .count],
-                warmupIterations: 0,
-                maxDuration: .seconds(seconds * 3 + 300),
-                maxIterations: 1,
-                teardown: { summary.flush() }
-            )
+            configuration: .counting(
+                [switchesMetric, rssMetric, pssMetric, baselineMetric], timeUnits: .seconds, maxDuration: .seconds(seconds * 3 + 300),
+                maxIterations: 1, teardown: { summary.flush() })
         ) { benchmark in
             do {
                 benchmark.startMeasurement()

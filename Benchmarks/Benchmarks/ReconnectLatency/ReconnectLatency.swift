@@ -10,9 +10,8 @@
 // the server's neighbour entry (no ARP after the link returns), to tell the kernel's share apart.
 
 import Benchmark
-import BenchmarkSupport
+import BenchmarkHarness
 import Foundation
-import Synchronization
 import SyncBenchmarkSupport
 
 let rawDownMetric = BenchmarkMetric.custom("raw carrier-loss notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
@@ -22,42 +21,27 @@ let verdictUpMetric = BenchmarkMetric.custom("online verdict (µs)", polarity: .
 let arrivalMetric = BenchmarkMetric.custom("retried request at server (µs)", polarity: .prefersSmaller, useScalingFactor: false)
 
 func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterations: Int, warmup: Int) {
-    let holder = RigHolder<ReconnectRig>("reconnect")
     Benchmark(
         name,
-        configuration: .init(
-            metrics: [.wallClock, rawDownMetric, pausedMetric, rawUpMetric, verdictUpMetric, arrivalMetric],
-            timeUnits: .microseconds,
-            units: [rawDownMetric: .count, pausedMetric: .count, rawUpMetric: .count, verdictUpMetric: .count, arrivalMetric: .count],
-            warmupIterations: warmup,
-            maxDuration: .seconds(900),
-            maxIterations: iterations,
-            setup: {
-                let rig = try await ReconnectRig(settle: settle, inFlight: inFlight)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                guard let rig = holder.rig.withLock({ $0 }) else { return }
-                print(await rig.summary())
-                await rig.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            let record = benchmark.currentIteration >= warmup
-            benchmark.startMeasurement()
-            let sample = try await rig.measure(record: record)
-            benchmark.stopMeasurement()
-            benchmark.measurement(rawDownMetric, Int(sample.rawDown / 1000))
-            benchmark.measurement(pausedMetric, Int(sample.paused / 1000))
-            benchmark.measurement(rawUpMetric, Int(sample.rawUp / 1000))
-            benchmark.measurement(verdictUpMetric, Int(sample.verdictUp / 1000))
-            benchmark.measurement(arrivalMetric, Int(sample.arrival / 1000))
-        } catch {
-            benchmark.error("reconnect: \(error)")
+        configuration: .counting(
+            [rawDownMetric, pausedMetric, rawUpMetric, verdictUpMetric, arrivalMetric], timeUnits: .microseconds,
+            warmupIterations: warmup, maxDuration: .seconds(900), maxIterations: iterations),
+        rig: "reconnect",
+        setUp: { try await ReconnectRig(settle: settle, inFlight: inFlight) },
+        tearDown: { rig in
+            print(await rig.summary())
+            await rig.shutdown()
         }
+    ) { benchmark, rig in
+        let record = benchmark.currentIteration >= warmup
+        benchmark.startMeasurement()
+        let sample = try await rig.measure(record: record)
+        benchmark.stopMeasurement()
+        benchmark.measurement(rawDownMetric, Int(sample.rawDown / 1000))
+        benchmark.measurement(pausedMetric, Int(sample.paused / 1000))
+        benchmark.measurement(rawUpMetric, Int(sample.rawUp / 1000))
+        benchmark.measurement(verdictUpMetric, Int(sample.verdictUp / 1000))
+        benchmark.measurement(arrivalMetric, Int(sample.arrival / 1000))
     }
 }
 
