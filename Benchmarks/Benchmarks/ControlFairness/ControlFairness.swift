@@ -19,12 +19,12 @@ import NetlinkProbe
 import Synchronization
 import SyncBenchmarkSupport
 
-let aloneMetric = BenchmarkMetric.custom("GetStatus alone p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let loadedMetric = BenchmarkMetric.custom("GetStatus under ListItems p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let aloneMedianMetric = BenchmarkMetric.custom("GetStatus alone p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let loadedMedianMetric = BenchmarkMetric.custom("GetStatus under ListItems p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let itemsMetric = BenchmarkMetric.custom("ListItems items/s", polarity: .prefersLarger, useScalingFactor: false)
-let growthMetric = BenchmarkMetric.custom("RSS growth under attack (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
+let aloneMetric = BenchmarkMetric.reported("GetStatus alone p99 (µs)")
+let loadedMetric = BenchmarkMetric.reported("GetStatus under ListItems p99 (µs)")
+let aloneMedianMetric = BenchmarkMetric.reported("GetStatus alone p50 (µs)")
+let loadedMedianMetric = BenchmarkMetric.reported("GetStatus under ListItems p50 (µs)")
+let itemsMetric = BenchmarkMetric.reported("ListItems items/s", .prefersLarger)
+let growthMetric = BenchmarkMetric.reported("RSS growth under attack (KiB)")
 
 let benchmarks: @Sendable () -> Void = {
     fairness()
@@ -33,10 +33,9 @@ let benchmarks: @Sendable () -> Void = {
 }
 
 let fairness: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let items = Int(environment["FAIRNESS_ITEMS"] ?? "") ?? 20_000
-    let calls = Int(environment["FAIRNESS_CALLS"] ?? "") ?? 300
-    let clients = Int(environment["FAIRNESS_CLIENTS"] ?? "") ?? 16
+    let items = knob("FAIRNESS_ITEMS", default: 20_000)
+    let calls = knob("FAIRNESS_CALLS", default: 300)
+    let clients = knob("FAIRNESS_CLIENTS", default: 16)
     Benchmark(
         "GetStatus under \(clients) ListItems clients, \(items) items",
         configuration: .counting(
@@ -108,8 +107,8 @@ let fairness: @Sendable () -> Void = {
     }
 }
 
-let changeMedianMetric = BenchmarkMetric.custom("commit → WatchItems p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let changeTailMetric = BenchmarkMetric.custom("commit → WatchItems p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let changeMedianMetric = BenchmarkMetric.reported("commit → WatchItems p50 (µs)")
+let changeTailMetric = BenchmarkMetric.reported("commit → WatchItems p99 (µs)")
 
 /// Commit → `WatchItems` client (issue 38): syncd refreshes every 100 ms a feed that grows by
 /// CHANGE_RATE items a second (default 50); a client follows it with `WatchItems` for
@@ -120,9 +119,8 @@ let changeTailMetric = BenchmarkMetric.custom("commit → WatchItems p99 (µs)",
 /// head, connecting), which is not the live path measured. The same run's GetStatus round trip
 /// is the baseline.
 let changeLatency: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let rate = Int(environment["CHANGE_RATE"] ?? "") ?? 50
-    let seconds = Double(environment["CHANGE_SECONDS"] ?? "") ?? 10
+    let rate = knob("CHANGE_RATE", default: 50)
+    let seconds = knob("CHANGE_SECONDS", default: 10.0)
     let summary = SummaryLines()
     Benchmark(
         "commit → WatchItems client, \(rate) items/s",
@@ -290,7 +288,7 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
     // Each connection a Watch first, as in the issue: calls behind a stream never run.
     let watch = Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0]
     // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones.
-    let connections = Int(ProcessInfo.processInfo.environment["ATTACK_CONNECTIONS"] ?? "") ?? 16
+    let connections = knob("ATTACK_CONNECTIONS", default: 16)
     let sockets = try (0..<connections).map { _ in
         let fd = try connectUnix(rig.controlSocket)
         _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -17,12 +17,12 @@ import Foundation
 import SyncBenchmarkSupport
 import SyncStore
 
-let plainCPUMetric = BenchmarkMetric.custom("plain refresh CPU (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let revalidateCPUMetric = BenchmarkMetric.custom("revalidation CPU (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let plainRequestsMetric = BenchmarkMetric.custom("plain refresh requests", polarity: .prefersSmaller, useScalingFactor: false)
-let revalidateRequestsMetric = BenchmarkMetric.custom("revalidation requests", polarity: .prefersSmaller, useScalingFactor: false)
-let plainWallMetric = BenchmarkMetric.custom("plain refresh wall (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let revalidateWallMetric = BenchmarkMetric.custom("revalidation wall (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let plainCPUMetric = BenchmarkMetric.reported("plain refresh CPU (µs)")
+let revalidateCPUMetric = BenchmarkMetric.reported("revalidation CPU (µs)")
+let plainRequestsMetric = BenchmarkMetric.reported("plain refresh requests")
+let revalidateRequestsMetric = BenchmarkMetric.reported("revalidation requests")
+let plainWallMetric = BenchmarkMetric.reported("plain refresh wall (µs)")
+let revalidateWallMetric = BenchmarkMetric.reported("revalidation wall (µs)")
 
 /// Both daemons of the comparison.
 final class RevalidationRigs: Sendable {
@@ -35,10 +35,9 @@ final class RevalidationRigs: Sendable {
 }
 
 let revalidationCost: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let items = Int(environment["REVALIDATE_ITEMS"] ?? "") ?? 10_000
-    let pageSize = Int(environment["REVALIDATE_PAGE_SIZE"] ?? "") ?? 40
-    let refreshes = Int(environment["REVALIDATE_REFRESHES"] ?? "") ?? 50
+    let items = knob("REVALIDATE_ITEMS", default: 10_000)
+    let pageSize = knob("REVALIDATE_PAGE_SIZE", default: 40)
+    let refreshes = knob("REVALIDATE_REFRESHES", default: 50)
     let summary = SummaryLines()
     Benchmark(
         "revalidation of 200 items vs a plain refresh, \(items) items at \(pageSize) a page",

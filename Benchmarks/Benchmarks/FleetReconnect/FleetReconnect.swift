@@ -10,9 +10,9 @@ import Foundation
 import SyncBenchmarkSupport
 @_spi(StateMachine) import SyncCore
 
-let peak10Metric = BenchmarkMetric.custom("peak requests / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
-let peak1Metric = BenchmarkMetric.custom("peak requests / 1 ms", polarity: .prefersSmaller, useScalingFactor: false)
-let retryPeakMetric = BenchmarkMetric.custom("peak retries / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
+let peak10Metric = BenchmarkMetric.reported("peak requests / 10 ms")
+let peak1Metric = BenchmarkMetric.reported("peak requests / 1 ms")
+let retryPeakMetric = BenchmarkMetric.reported("peak retries / 10 ms")
 
 func describe(_ result: FleetSimulation.Result) -> String {
     String(
@@ -29,9 +29,8 @@ func histogramLine(_ result: FleetSimulation.Result, until: Duration) -> String 
 }
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let agents = Int(environment["FLEET_AGENTS"] ?? "") ?? 10_000
-    let failFor = Duration.seconds(Int(environment["FLEET_FAIL_SECONDS"] ?? "") ?? 5)
+    let agents = knob("FLEET_AGENTS", default: 10_000)
+    let failFor = Duration.seconds(knob("FLEET_FAIL_SECONDS", default: 5))
     let spread = SyncConfiguration.default.reconnectSpread
     var noJitter = RetryPolicy.default
     noJitter.jitter = .none

@@ -16,15 +16,14 @@ import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 
-let switchesMetric = BenchmarkMetric.custom("syncd context switches/s (×100)", polarity: .prefersSmaller, useScalingFactor: false)
-let rssMetric = BenchmarkMetric.custom("syncd RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let pssMetric = BenchmarkMetric.custom("syncd PSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let baselineMetric = BenchmarkMetric.custom("ip monitor context switches/s (×100)", polarity: .prefersSmaller, useScalingFactor: false)
+let switchesMetric = BenchmarkMetric.reported("syncd context switches/s (×100)")
+let rssMetric = BenchmarkMetric.reported("syncd RSS (KiB)")
+let pssMetric = BenchmarkMetric.reported("syncd PSS (KiB)")
+let baselineMetric = BenchmarkMetric.reported("ip monitor context switches/s (×100)")
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let seconds = Int(environment["IDLE_SECONDS"] ?? "") ?? 60
-    let refresh = Int(environment["IDLE_REFRESH_SECONDS"] ?? "") ?? 3600
+    let seconds = knob("IDLE_SECONDS", default: 60)
+    let refresh = knob("IDLE_REFRESH_SECONDS", default: 3600)
     let summary = SummaryLines()
     let variants: [(name: String, metrics: Bool, networkManager: IdleNetworkManager)] = [
         ("syncd idle: wakeups and RSS", false, .system),

@@ -11,12 +11,12 @@ import BenchmarkHarness
 import BenchmarkSupport
 import Foundation
 
-let rawMetric = BenchmarkMetric.custom("raw notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let verdictMetric = BenchmarkMetric.custom("verdict published (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let addedMetric = BenchmarkMetric.custom("added by monitor (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let rawMetric = BenchmarkMetric.reported("raw notification (µs)")
+let verdictMetric = BenchmarkMetric.reported("verdict published (µs)")
+let addedMetric = BenchmarkMetric.reported("added by monitor (µs)")
 
 let benchmarks: @Sendable () -> Void = {
-    let iterations = Int(ProcessInfo.processInfo.environment["LINK_LATENCY_ITERATIONS"] ?? "") ?? 1000
+    let iterations = knob("LINK_LATENCY_ITERATIONS", default: 1000)
     let warmup = 20
     Benchmark(
         "Link down → offline verdict (vs raw netlink)",

@@ -12,13 +12,12 @@ import Foundation
 import Synchronization
 import SyncBenchmarkSupport
 
-let scrapeMetric = BenchmarkMetric.custom("scrape /metrics (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let statusMetric = BenchmarkMetric.custom("GetStatus (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let scrapeMetric = BenchmarkMetric.reported("scrape /metrics (µs)")
+let statusMetric = BenchmarkMetric.reported("GetStatus (µs)")
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let feeds = Int(environment["SCRAPE_FEEDS"] ?? "") ?? 10
-    let iterations = Int(environment["SCRAPE_ITERATIONS"] ?? "") ?? 1000
+    let feeds = knob("SCRAPE_FEEDS", default: 10)
+    let iterations = knob("SCRAPE_ITERATIONS", default: 1000)
     let warmup = 20
     let samples = Mutex<(scrape: [Double], status: [Double], bytes: Int, series: Int)>(([], [], 0, 0))
     Benchmark(

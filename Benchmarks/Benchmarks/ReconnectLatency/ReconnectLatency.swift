@@ -14,11 +14,11 @@ import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 
-let rawDownMetric = BenchmarkMetric.custom("raw carrier-loss notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let pausedMetric = BenchmarkMetric.custom("coordinator paused/offline (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let rawUpMetric = BenchmarkMetric.custom("raw carrier-up notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let verdictUpMetric = BenchmarkMetric.custom("online verdict (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let arrivalMetric = BenchmarkMetric.custom("retried request at server (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let rawDownMetric = BenchmarkMetric.reported("raw carrier-loss notification (µs)")
+let pausedMetric = BenchmarkMetric.reported("coordinator paused/offline (µs)")
+let rawUpMetric = BenchmarkMetric.reported("raw carrier-up notification (µs)")
+let verdictUpMetric = BenchmarkMetric.reported("online verdict (µs)")
+let arrivalMetric = BenchmarkMetric.reported("retried request at server (µs)")
 
 func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterations: Int, warmup: Int) {
     Benchmark(
@@ -46,9 +46,8 @@ func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterat
 }
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["RECONNECT_ITERATIONS"] ?? "") ?? 100
-    let settleIterations = Int(environment["RECONNECT_SETTLE_ITERATIONS"] ?? "") ?? 15
+    let iterations = knob("RECONNECT_ITERATIONS", default: 100)
+    let settleIterations = knob("RECONNECT_SETTLE_ITERATIONS", default: 15)
     reconnectBenchmark(
         "Reconnect → paused refresh at server (settle 0, spread 0)", settle: .zero, inFlight: false, iterations: iterations, warmup: 3)
     reconnectBenchmark(

@@ -13,15 +13,15 @@ import BenchmarkHarness
 import BenchmarkSupport
 import Foundation
 
-let monitorCPU = BenchmarkMetric.custom("monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorCPU = BenchmarkMetric.custom("ip monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let cpuRatioPercent = BenchmarkMetric.custom("CPU monitor/ip monitor (%)", polarity: .prefersSmaller, useScalingFactor: false)
-let monitorPeakRSS = BenchmarkMetric.custom("monitor peak RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorPeakRSS = BenchmarkMetric.custom("ip monitor peak RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let monitorConverged = BenchmarkMetric.custom("monitor caught up (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorDrained = BenchmarkMetric.custom("ip monitor caught up (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let monitorDrops = BenchmarkMetric.custom("monitor kernel drops (#)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorDrops = BenchmarkMetric.custom("ip monitor kernel drops (#)", polarity: .prefersSmaller, useScalingFactor: false)
+let monitorCPU = BenchmarkMetric.reported("monitor CPU (ms)")
+let ipMonitorCPU = BenchmarkMetric.reported("ip monitor CPU (ms)")
+let cpuRatioPercent = BenchmarkMetric.reported("CPU monitor/ip monitor (%)")
+let monitorPeakRSS = BenchmarkMetric.reported("monitor peak RSS (KiB)")
+let ipMonitorPeakRSS = BenchmarkMetric.reported("ip monitor peak RSS (KiB)")
+let monitorConverged = BenchmarkMetric.reported("monitor caught up (ms)")
+let ipMonitorDrained = BenchmarkMetric.reported("ip monitor caught up (ms)")
+let monitorDrops = BenchmarkMetric.reported("monitor kernel drops (#)")
+let ipMonitorDrops = BenchmarkMetric.reported("ip monitor kernel drops (#)")
 
 /// `storm-monitor` sits in the same build directory as this benchmark executable.
 func helperPath() -> String {
@@ -32,8 +32,8 @@ func helperPath() -> String {
 
 let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
-    let routes = Int(environment["STORM_ROUTES"] ?? "") ?? 100_000
-    let iterations = Int(environment["STORM_ITERATIONS"] ?? "") ?? 3
+    let routes = knob("STORM_ROUTES", default: 100_000)
+    let iterations = knob("STORM_ITERATIONS", default: 3)
     // STORM_EXPIRES=N: IPv6 routes with a lifetime of N seconds instead (see RouteStormRig.run).
     let expires = Int(environment["STORM_EXPIRES"] ?? "")
     // Per-iteration details: the runner silences output while a benchmark runs, not during teardown.

@@ -16,15 +16,15 @@ import Foundation
 import Synchronization
 import SyncBenchmarkSupport
 
-let floorMetric = BenchmarkMetric.custom("floor client (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let daemonMetric = BenchmarkMetric.custom("syncd exec → all stored (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let multipleMetric = BenchmarkMetric.custom("syncd / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
-let metricsMultipleMetric = BenchmarkMetric.custom("syncd with metrics / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
+let floorMetric = BenchmarkMetric.reported("floor client (ms)")
+let daemonMetric = BenchmarkMetric.reported("syncd exec → all stored (ms)")
+let multipleMetric = BenchmarkMetric.reported("syncd / floor (×100)")
+let metricsMultipleMetric = BenchmarkMetric.reported("syncd with metrics / floor (×100)")
 
 let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["SYNC_FLOOR_ITERATIONS"] ?? "") ?? 3
-    let items = Int(environment["SYNC_FLOOR_ITEMS"] ?? "") ?? 100_000
+    let iterations = knob("SYNC_FLOOR_ITERATIONS", default: 3)
+    let items = knob("SYNC_FLOOR_ITEMS", default: 100_000)
     let format = environment["SYNC_FLOOR_FORMAT"] ?? "json"
     let results = ResultLog()
     Benchmark(

@@ -12,14 +12,13 @@ import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 
-let syncdMetric = BenchmarkMetric.custom("syncd (items/s)", polarity: .prefersLarger, useScalingFactor: false)
-let pythonMetric = BenchmarkMetric.custom("python baseline (items/s)", polarity: .prefersLarger, useScalingFactor: false)
-let ratioMetric = BenchmarkMetric.custom("ratio syncd/python (×100)", polarity: .prefersLarger, useScalingFactor: false)
+let syncdMetric = BenchmarkMetric.reported("syncd (items/s)", .prefersLarger)
+let pythonMetric = BenchmarkMetric.reported("python baseline (items/s)", .prefersLarger)
+let ratioMetric = BenchmarkMetric.reported("ratio syncd/python (×100)", .prefersLarger)
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["SYNC_THROUGHPUT_ITERATIONS"] ?? "") ?? 3
-    let items = Int(environment["SYNC_THROUGHPUT_ITEMS"] ?? "") ?? 100_000
+    let iterations = knob("SYNC_THROUGHPUT_ITERATIONS", default: 3)
+    let items = knob("SYNC_THROUGHPUT_ITEMS", default: 100_000)
     Benchmark(
         "Sync \(items) items: syncd vs python requests+sqlite3",
         configuration: .counting(

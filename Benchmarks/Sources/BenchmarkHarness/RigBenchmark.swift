@@ -1,6 +1,14 @@
 import Benchmark
 import Synchronization
 
+extension BenchmarkMetric {
+    /// A custom metric whose figures the benchmark works out itself (µs, items/s, ratios ×100) and
+    /// the runner keeps as given, not scaled: smaller is better unless `polarity` says otherwise.
+    public static func reported(_ name: String, _ polarity: Polarity = .prefersSmaller) -> BenchmarkMetric {
+        .custom(name, polarity: polarity, useScalingFactor: false)
+    }
+}
+
 extension Benchmark.Configuration {
     /// A configuration whose metrics are the wall clock (unless `wallClock` is false) and `custom`,
     /// every custom one reported as a plain count: the benchmarks record microseconds, items/s or
