@@ -144,9 +144,7 @@ let changeLatency: @Sendable () -> Void = {
         // delay is the client's start (reading the head with sqlite3, connecting), not the path
         // measured here, so they are left out.
         let asked = Date().timeIntervalSince1970
-        guard call.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == call.count else {
-            throw SyncRigError("send: errno \(errno)")
-        }
+        try sendWhole(call, on: fd)
         var received: [(id: String, at: Double)] = []
         var pending: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -230,9 +228,7 @@ func statusLatencies(_ rig: ScrapeRig, calls: Int) throws -> [Double] {
 func listItems(fd: Int32, feed: String, after: String?) throws -> (Int, String?) {
     let afterJSON = after.map { #","after":"\#($0)""# } ?? ""
     let request = Array(#"{"method":"io.syncd.ListItems","parameters":{"feed":"\#(feed)","limit":500\#(afterJSON)}}"#.utf8) + [0]
-    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-        throw SyncRigError("send: errno \(errno)")
-    }
+    try sendWhole(request, on: fd)
     var reply: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 262_144)
     while reply.last != 0 {
