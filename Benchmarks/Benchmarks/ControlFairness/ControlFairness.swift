@@ -311,17 +311,3 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
     }
     return (before, peak, peak - before)
 }
-
-/// Nearest-rank percentile of `values`.
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

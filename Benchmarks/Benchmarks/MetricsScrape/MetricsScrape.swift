@@ -58,13 +58,6 @@ let benchmarks: @Sendable () -> Void = {
     }
 }
 
-/// Nearest-rank percentile of `values`.
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-}
-
 func summary(feeds: Int, scrape: [Double], status: [Double], bytes: Int, series: Int) -> String {
     let s50 = percentile(scrape, 0.5), s99 = percentile(scrape, 0.99)
     let g50 = percentile(status, 0.5), g99 = percentile(status, 0.99)

@@ -30,6 +30,18 @@ extension Duration {
     public var seconds: Double { Double(nanoseconds) / 1e9 }
 }
 
+/// The nearest-rank `p` percentile (0 < p ≤ 1) of `sorted`, which is in ascending order; nil when
+/// it is empty.
+public func nearestRank<Value>(ofSorted sorted: [Value], _ p: Double) -> Value? {
+    guard !sorted.isEmpty else { return nil }
+    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+}
+
+/// The nearest-rank `p` percentile (0 < p ≤ 1) of `values`, 0 when there are none.
+public func percentile(_ values: [Double], _ p: Double) -> Double {
+    nearestRank(ofSorted: values.sorted(), p) ?? 0
+}
+
 /// Nearest-rank percentiles of nanosecond samples, printed in microseconds or milliseconds.
 public struct NanoSummary: Sendable, CustomStringConvertible {
     public var count: Int
@@ -41,10 +53,7 @@ public struct NanoSummary: Sendable, CustomStringConvertible {
 
     public init(_ values: [Int64]) {
         let sorted = values.sorted()
-        func rank(_ p: Double) -> Int64 {
-            guard !sorted.isEmpty else { return 0 }
-            return sorted[Swift.min(sorted.count - 1, Swift.max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-        }
+        func rank(_ p: Double) -> Int64 { nearestRank(ofSorted: sorted, p) ?? 0 }
         count = sorted.count
         p50 = rank(0.5)
         p90 = rank(0.9)
