@@ -5,6 +5,11 @@
 // compiles nothing of the sync stack (no NIO, HTTP client, SQLite, Varlink).
 import PackageDescription
 
+/// An example executable in `Sources/<name>` that uses only the public API of the syncd `products`.
+func example(_ name: String, using products: String...) -> Target {
+    .executableTarget(name: name, dependencies: products.map { .product(name: $0, package: "syncd") })
+}
+
 let package = Package(
     name: "syncd-examples",
     platforms: [.macOS(.v15)],
@@ -12,47 +17,12 @@ let package = Package(
         .package(name: "syncd", path: ".."),
     ],
     targets: [
-        .executableTarget(
-            name: "ConnectivityExample",
-            dependencies: [
-                .product(name: "ConnectivityPolicy", package: "syncd"),
-                .product(name: "NetlinkMonitor", package: "syncd"),
-            ]
-        ),
-        .executableTarget(
-            name: "MonitorThreadExample",
-            dependencies: [
-                .product(name: "ConnectivityPolicy", package: "syncd"),
-                .product(name: "NetlinkMonitor", package: "syncd"),
-            ]
-        ),
-        .executableTarget(
-            name: "HostLadderExample",
-            dependencies: [
-                .product(name: "ConnectivityPolicy", package: "syncd"),
-                .product(name: "NetlinkMonitor", package: "syncd"),
-                .product(name: "NameResolution", package: "syncd"),
-                .product(name: "Reachability", package: "syncd"),
-            ]
-        ),
-        .executableTarget(
-            name: "SyncExample",
-            dependencies: [
-                .product(name: "ConnectivityPolicy", package: "syncd"),
-                .product(name: "NetlinkMonitor", package: "syncd"),
-                .product(name: "SyncCore", package: "syncd"),
-                .product(name: "SyncCoordinator", package: "syncd"),
-                .product(name: "SyncStore", package: "syncd"),
-                .product(name: "HTTPFeedSource", package: "syncd"),
-            ]
-        ),
-        .executableTarget(
-            name: "ChangesExample",
-            dependencies: [
-                .product(name: "SyncCore", package: "syncd"),
-                .product(name: "SyncStore", package: "syncd"),
-            ]
-        ),
+        example("ConnectivityExample", using: "ConnectivityPolicy", "NetlinkMonitor"),
+        example("MonitorThreadExample", using: "ConnectivityPolicy", "NetlinkMonitor"),
+        example("HostLadderExample", using: "ConnectivityPolicy", "NetlinkMonitor", "NameResolution", "Reachability"),
+        example(
+            "SyncExample", using: "ConnectivityPolicy", "NetlinkMonitor", "SyncCore", "SyncCoordinator", "SyncStore", "HTTPFeedSource"),
+        example("ChangesExample", using: "SyncCore", "SyncStore"),
     ],
     swiftLanguageModes: [.v6]
 )

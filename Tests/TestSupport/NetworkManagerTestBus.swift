@@ -21,25 +21,8 @@ public final class TestBus: Sendable {
     /// Starts a dbus-daemon and returns once it listens.
     public static func start() async throws -> TestBus {
         let directory = try TemporaryDirectory(prefix: "nm-bus")
-        let socket = directory.file("bus")
-        let config = directory.file("bus.conf")
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(socket)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        let daemon = try SpawnedProcess(
-            ["dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address"],
-            logPath: directory.file("dbus-daemon.log"), input: false)
+        let configuration = try PrivateBusConfiguration(writingInto: directory.path)
+        let daemon = try SpawnedProcess(["dbus-daemon"] + configuration.arguments, logPath: directory.file("dbus-daemon.log"), input: false)
         // The address is printed once the daemon listens.
         do {
             try await waitUntil("dbus-daemon prints the address it listens on") {
@@ -52,7 +35,7 @@ public final class TestBus: Sendable {
         guard !daemon.hasExited else {
             throw TestSetupFailed(description: "dbus-daemon exited at once: \(daemon.output)")
         }
-        return TestBus(address: "unix:path=\(socket)", directory: directory, daemon: daemon)
+        return TestBus(address: configuration.address, directory: directory, daemon: daemon)
     }
 
     /// A fresh log file name in the bus's directory, for the `n`-th fake NetworkManager.

@@ -13,18 +13,18 @@
 // A second benchmark, "commit → WatchItems client", is described at `changeLatency`.
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
-import Synchronization
-import BenchmarkSupport
 import NetlinkProbe
+import Synchronization
 import SyncBenchmarkSupport
 
-let aloneMetric = BenchmarkMetric.custom("GetStatus alone p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let loadedMetric = BenchmarkMetric.custom("GetStatus under ListItems p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let aloneMedianMetric = BenchmarkMetric.custom("GetStatus alone p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let loadedMedianMetric = BenchmarkMetric.custom("GetStatus under ListItems p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let itemsMetric = BenchmarkMetric.custom("ListItems items/s", polarity: .prefersLarger, useScalingFactor: false)
-let growthMetric = BenchmarkMetric.custom("RSS growth under attack (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
+let aloneMetric = BenchmarkMetric.reported("GetStatus alone p99 (µs)")
+let loadedMetric = BenchmarkMetric.reported("GetStatus under ListItems p99 (µs)")
+let aloneMedianMetric = BenchmarkMetric.reported("GetStatus alone p50 (µs)")
+let loadedMedianMetric = BenchmarkMetric.reported("GetStatus under ListItems p50 (µs)")
+let itemsMetric = BenchmarkMetric.reported("ListItems items/s", .prefersLarger)
+let growthMetric = BenchmarkMetric.reported("RSS growth under attack (KiB)")
 
 let benchmarks: @Sendable () -> Void = {
     fairness()
@@ -33,99 +33,82 @@ let benchmarks: @Sendable () -> Void = {
 }
 
 let fairness: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let items = Int(environment["FAIRNESS_ITEMS"] ?? "") ?? 20_000
-    let calls = Int(environment["FAIRNESS_CALLS"] ?? "") ?? 300
-    let clients = Int(environment["FAIRNESS_CLIENTS"] ?? "") ?? 16
-    let holder = RigHolder<ScrapeRig>("control-fairness")
+    let items = knob("FAIRNESS_ITEMS", default: 20_000)
+    let calls = knob("FAIRNESS_CALLS", default: 300)
+    let clients = knob("FAIRNESS_CLIENTS", default: 16)
     Benchmark(
         "GetStatus under \(clients) ListItems clients, \(items) items",
-        configuration: .init(
-            metrics: [aloneMedianMetric, aloneMetric, loadedMedianMetric, loadedMetric, itemsMetric, growthMetric],
-            timeUnits: .microseconds,
-            units: [aloneMedianMetric: .count, aloneMetric: .count, loadedMedianMetric: .count, loadedMetric: .count, itemsMetric: .count, growthMetric: .count],
-            warmupIterations: 0,
-            maxDuration: .seconds(900),
-            maxIterations: 1,
-            setup: {
-                let rig = try await ScrapeRig(feeds: 1, items: items)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                holder.rig.withLock { $0 }?.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            for _ in 0..<20 { try rig.status() }
-            let alone = try statusLatencies(rig, calls: calls)
+        configuration: .counting(
+            [aloneMedianMetric, aloneMetric, loadedMedianMetric, loadedMetric, itemsMetric, growthMetric], wallClock: false,
+            timeUnits: .microseconds, maxDuration: .seconds(900), maxIterations: 1),
+        rig: "control-fairness",
+        setUp: { try await ScrapeRig(feeds: 1, items: items) },
+        tearDown: { $0.shutdown() }
+    ) { benchmark, rig in
+        for _ in 0..<20 { try rig.status() }
+        let alone = try statusLatencies(rig, calls: calls)
 
-            let stop = Atomic(false)
-            let pages = Atomic(0)
-            let served = Atomic(0)
-            let failures = Mutex<[String]>([])
-            let threads = (0..<clients).map { _ in
-                Thread {
-                    do {
-                        let fd = try connectUnix(rig.controlSocket)
-                        defer { close(fd) }
-                        var after: String?
-                        while !stop.load(ordering: .relaxed) {
-                            let (count, next) = try listItems(fd: fd, feed: "feed1", after: after)
-                            served.add(count, ordering: .relaxed)
-                            pages.add(1, ordering: .relaxed)
-                            after = next
-                        }
-                    } catch {
-                        failures.withLock { $0.append("\(error)") }
+        let stop = Atomic(false)
+        let pages = Atomic(0)
+        let served = Atomic(0)
+        let failures = Mutex<[String]>([])
+        let threads = (0..<clients).map { _ in
+            Thread {
+                do {
+                    let fd = try connectUnix(rig.controlSocket)
+                    defer { close(fd) }
+                    var after: String?
+                    while !stop.load(ordering: .relaxed) {
+                        let (count, next) = try listItems(fd: fd, feed: "feed1", after: after)
+                        served.add(count, ordering: .relaxed)
+                        pages.add(1, ordering: .relaxed)
+                        after = next
                     }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
                 }
             }
-            let loadStart = ContinuousClock.now
-            for thread in threads { thread.start() }
-            Thread.sleep(forTimeInterval: 1)
-            let servedBefore = served.load(ordering: .relaxed)
-            let measureStart = ContinuousClock.now
-            let loaded = try statusLatencies(rig, calls: calls)
-            let measured = (ContinuousClock.now - measureStart).seconds
-            let itemsPerSecond = Double(served.load(ordering: .relaxed) - servedBefore) / measured
-            stop.store(true, ordering: .relaxed)
-            Thread.sleep(forTimeInterval: 0.5)
-            _ = loadStart
-
-            let growth = try attackGrowth(rig)
-
-            benchmark.measurement(aloneMedianMetric, Int(percentile(alone, 0.5)))
-            benchmark.measurement(loadedMedianMetric, Int(percentile(loaded, 0.5)))
-            benchmark.measurement(aloneMetric, Int(percentile(alone, 0.99)))
-            benchmark.measurement(loadedMetric, Int(percentile(loaded, 0.99)))
-            benchmark.measurement(itemsMetric, Int(itemsPerSecond))
-            benchmark.measurement(growthMetric, growth.grown)
-            let failed = failures.withLock { $0 }
-            print(String(
-                format: """
-                control-fairness summary, %d items, %d ListItems clients (limit 500), %d GetStatus each run:
-                  GetStatus alone:            p50 %.0f µs, p99 %.0f µs
-                  GetStatus under ListItems:  p50 %.0f µs, p99 %.0f µs (p99 %.2f× alone)
-                  ListItems: %.0f items/s over %.1f s (%d pages in all)%@
-                  RSS under the attack (16 connections × 127 pipelined ~64 KiB calls, unread): %d KiB before, peak %d KiB (+%d KiB)
-                """,
-                items, clients, calls,
-                percentile(alone, 0.5), percentile(alone, 0.99),
-                percentile(loaded, 0.5), percentile(loaded, 0.99), percentile(loaded, 0.99) / max(percentile(alone, 0.99), 1),
-                itemsPerSecond, measured, pages.load(ordering: .relaxed),
-                failed.isEmpty ? "" : "; client errors: \(failed.prefix(3))" as NSString,
-                growth.before, growth.peak, growth.grown))
-        } catch {
-            benchmark.error("control-fairness: \(error)")
         }
+        let loadStart = ContinuousClock.now
+        for thread in threads { thread.start() }
+        Thread.sleep(forTimeInterval: 1)
+        let servedBefore = served.load(ordering: .relaxed)
+        let measureStart = ContinuousClock.now
+        let loaded = try statusLatencies(rig, calls: calls)
+        let measured = (ContinuousClock.now - measureStart).seconds
+        let itemsPerSecond = Double(served.load(ordering: .relaxed) - servedBefore) / measured
+        stop.store(true, ordering: .relaxed)
+        Thread.sleep(forTimeInterval: 0.5)
+        _ = loadStart
+
+        let growth = try attackGrowth(rig)
+
+        benchmark.measurement(aloneMedianMetric, Int(percentile(alone, 0.5)))
+        benchmark.measurement(loadedMedianMetric, Int(percentile(loaded, 0.5)))
+        benchmark.measurement(aloneMetric, Int(percentile(alone, 0.99)))
+        benchmark.measurement(loadedMetric, Int(percentile(loaded, 0.99)))
+        benchmark.measurement(itemsMetric, Int(itemsPerSecond))
+        benchmark.measurement(growthMetric, growth.grown)
+        let failed = failures.withLock { $0 }
+        print(String(
+            format: """
+            control-fairness summary, %d items, %d ListItems clients (limit 500), %d GetStatus each run:
+              GetStatus alone:            p50 %.0f µs, p99 %.0f µs
+              GetStatus under ListItems:  p50 %.0f µs, p99 %.0f µs (p99 %.2f× alone)
+              ListItems: %.0f items/s over %.1f s (%d pages in all)%@
+              RSS under the attack (16 connections × 127 pipelined ~64 KiB calls, unread): %d KiB before, peak %d KiB (+%d KiB)
+            """,
+            items, clients, calls,
+            percentile(alone, 0.5), percentile(alone, 0.99),
+            percentile(loaded, 0.5), percentile(loaded, 0.99), percentile(loaded, 0.99) / max(percentile(alone, 0.99), 1),
+            itemsPerSecond, measured, pages.load(ordering: .relaxed),
+            failed.isEmpty ? "" : "; client errors: \(failed.prefix(3))" as NSString,
+            growth.before, growth.peak, growth.grown))
     }
 }
 
-let changeMedianMetric = BenchmarkMetric.custom("commit → WatchItems p50 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let changeTailMetric = BenchmarkMetric.custom("commit → WatchItems p99 (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let changeMedianMetric = BenchmarkMetric.reported("commit → WatchItems p50 (µs)")
+let changeTailMetric = BenchmarkMetric.reported("commit → WatchItems p99 (µs)")
 
 /// Commit → `WatchItems` client (issue 38): syncd refreshes every 100 ms a feed that grows by
 /// CHANGE_RATE items a second (default 50); a client follows it with `WatchItems` for
@@ -136,92 +119,75 @@ let changeTailMetric = BenchmarkMetric.custom("commit → WatchItems p99 (µs)",
 /// head, connecting), which is not the live path measured. The same run's GetStatus round trip
 /// is the baseline.
 let changeLatency: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let rate = Int(environment["CHANGE_RATE"] ?? "") ?? 50
-    let seconds = Double(environment["CHANGE_SECONDS"] ?? "") ?? 10
-    let holder = RigHolder<ScrapeRig>("change-latency")
+    let rate = knob("CHANGE_RATE", default: 50)
+    let seconds = knob("CHANGE_SECONDS", default: 10.0)
     let summary = SummaryLines()
     Benchmark(
         "commit → WatchItems client, \(rate) items/s",
-        configuration: .init(
-            metrics: [changeMedianMetric, changeTailMetric, aloneMedianMetric, aloneMetric],
-            timeUnits: .microseconds,
-            units: [changeMedianMetric: .count, changeTailMetric: .count, aloneMedianMetric: .count, aloneMetric: .count],
-            warmupIterations: 0,
-            maxDuration: .seconds(600),
-            maxIterations: 1,
-            setup: {
-                let rig = try await ScrapeRig(feeds: 1, items: 200, perSecond: rate, refresh: "100ms")
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                summary.flush()
-                holder.rig.withLock { $0 }?.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            let state = try sqlite(rig.storePath, "SELECT value FROM store_info WHERE key IN ('epoch', 'head') ORDER BY key")
-            guard state.count == 2 else { throw SyncRigError("no change log in \(rig.storePath): \(state)") }
-            let since = "\(state[0])\(":")\(state[1])"
-            let fd = try connectUnix(rig.controlSocket)
-            defer { close(fd) }
-            let call = Array(#"{"method":"io.syncd.WatchItems","more":true,"parameters":{"feed":"feed1","since":"\#(since)"}}"#.utf8) + [0]
-            // Changes committed before the call was sent are replayed, not delivered live: their
-            // delay is the client's start (reading the head with sqlite3, connecting), not the path
-            // measured here, so they are left out.
-            let asked = Date().timeIntervalSince1970
-            guard call.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == call.count else {
-                throw SyncRigError("send: errno \(errno)")
-            }
-            var received: [(id: String, at: Double)] = []
-            var pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            let end = Date().addingTimeInterval(seconds)
-            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            while Date() < end {
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                let now = Date().timeIntervalSince1970
-                if count < 0 && (errno == EAGAIN || errno == EINTR) { continue }
-                guard count > 0 else { throw SyncRigError("WatchItems ended (errno \(errno))") }
-                pending += buffer[0..<count]
-                while let nul = pending.firstIndex(of: 0) {
-                    let message = String(decoding: pending[..<nul], as: UTF8.self)
-                    pending.removeSubrange(...nul)
-                    if message.contains(#""kind":"inserted""#), let range = message.range(of: #""id":""#) {
-                        received.append((String(message[range.upperBound...].prefix { $0 != "\"" }), now))
-                    }
+        configuration: .counting(
+            [changeMedianMetric, changeTailMetric, aloneMedianMetric, aloneMetric], wallClock: false, timeUnits: .microseconds,
+            maxDuration: .seconds(600), maxIterations: 1),
+        rig: "change-latency",
+        setUp: { try await ScrapeRig(feeds: 1, items: 200, perSecond: rate, refresh: "100ms") },
+        tearDown: { rig in
+            summary.flush()
+            rig.shutdown()
+        }
+    ) { benchmark, rig in
+        let state = try sqlite(rig.storePath, "SELECT value FROM store_info WHERE key IN ('epoch', 'head') ORDER BY key")
+        guard state.count == 2 else { throw SyncRigError("no change log in \(rig.storePath): \(state)") }
+        let since = "\(state[0])\(":")\(state[1])"
+        let fd = try connectUnix(rig.controlSocket)
+        defer { close(fd) }
+        let call = Array(#"{"method":"io.syncd.WatchItems","more":true,"parameters":{"feed":"feed1","since":"\#(since)"}}"#.utf8) + [0]
+        // Changes committed before the call was sent are replayed, not delivered live: their
+        // delay is the client's start (reading the head with sqlite3, connecting), not the path
+        // measured here, so they are left out.
+        let asked = Date().timeIntervalSince1970
+        try sendWhole(call, on: fd)
+        var received: [(id: String, at: Double)] = []
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let end = Date().addingTimeInterval(seconds)
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        while Date() < end {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let now = Date().timeIntervalSince1970
+            if count < 0 && (errno == EAGAIN || errno == EINTR) { continue }
+            guard count > 0 else { throw SyncRigError("WatchItems ended (errno \(errno))") }
+            pending += buffer[0..<count]
+            while let nul = pending.firstIndex(of: 0) {
+                let message = String(decoding: pending[..<nul], as: UTF8.self)
+                pending.removeSubrange(...nul)
+                if message.contains(#""kind":"inserted""#), let range = message.range(of: #""id":""#) {
+                    received.append((String(message[range.upperBound...].prefix { $0 != "\"" }), now))
                 }
             }
-            let alone = try statusLatencies(rig, calls: 200)
-            let stored = try sqlite(rig.storePath, "SELECT id || ' ' || stored_at FROM item WHERE feed = 'feed1' AND seq > \(state[1])")
-            var storedAt: [String: Double] = [:]
-            for line in stored {
-                let parts = line.split(separator: " ")
-                if parts.count == 2, let time = Double(parts[1]) { storedAt[String(parts[0])] = time }
-            }
-            let replayed = storedAt.values.count { $0 < asked }
-            storedAt = storedAt.filter { $0.value >= asked }
-            summary.append("change-latency: \(replayed) changes committed before the call left out")
-            let latencies = received.compactMap { change in storedAt[change.id].map { (change.at - $0) * 1_000_000 } }
-            // The slowest, with when their commit began (relative to the first), to tell one late
-            // commit from late deliveries.
-            let first = storedAt.values.min() ?? 0
-            let slowest = received.compactMap { change in storedAt[change.id].map { (change.id, (change.at - $0) * 1_000, ($0 - first) * 1_000) } }
-                .sorted { $0.1 > $1.1 }.prefix(8)
-            summary.append("change-latency: slowest (id, ms, commit began at ms): " + slowest.map { String(format: "%@ %.1f @%.0f", $0.0, $0.1, $0.2) }.joined(separator: "; "))
-            guard !latencies.isEmpty else { throw SyncRigError("no change received in \(seconds) s") }
-            benchmark.measurement(changeMedianMetric, Int(percentile(latencies, 0.5)))
-            benchmark.measurement(changeTailMetric, Int(percentile(latencies, 0.99)))
-            benchmark.measurement(aloneMedianMetric, Int(percentile(alone, 0.5)))
-            benchmark.measurement(aloneMetric, Int(percentile(alone, 0.99)))
-            summary.append("change-latency: \(latencies.count) inserts received of \(received.count)")
-        } catch {
-            benchmark.error("change-latency: \(error)")
         }
+        let alone = try statusLatencies(rig, calls: 200)
+        let stored = try sqlite(rig.storePath, "SELECT id || ' ' || stored_at FROM item WHERE feed = 'feed1' AND seq > \(state[1])")
+        var storedAt: [String: Double] = [:]
+        for line in stored {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let time = Double(parts[1]) { storedAt[String(parts[0])] = time }
+        }
+        let replayed = storedAt.values.count { $0 < asked }
+        storedAt = storedAt.filter { $0.value >= asked }
+        summary.append("change-latency: \(replayed) changes committed before the call left out")
+        let latencies = received.compactMap { change in storedAt[change.id].map { (change.at - $0) * 1_000_000 } }
+        // The slowest, with when their commit began (relative to the first), to tell one late
+        // commit from late deliveries.
+        let first = storedAt.values.min() ?? 0
+        let slowest = received.compactMap { change in storedAt[change.id].map { (change.id, (change.at - $0) * 1_000, ($0 - first) * 1_000) } }
+            .sorted { $0.1 > $1.1 }.prefix(8)
+        summary.append("change-latency: slowest (id, ms, commit began at ms): " + slowest.map { String(format: "%@ %.1f @%.0f", $0.0, $0.1, $0.2) }.joined(separator: "; "))
+        guard !latencies.isEmpty else { throw SyncRigError("no change received in \(seconds) s") }
+        benchmark.measurement(changeMedianMetric, Int(percentile(latencies, 0.5)))
+        benchmark.measurement(changeTailMetric, Int(percentile(latencies, 0.99)))
+        benchmark.measurement(aloneMedianMetric, Int(percentile(alone, 0.5)))
+        benchmark.measurement(aloneMetric, Int(percentile(alone, 0.99)))
+        summary.append("change-latency: \(latencies.count) inserts received of \(received.count)")
     }
 }
 
@@ -262,9 +228,7 @@ func statusLatencies(_ rig: ScrapeRig, calls: Int) throws -> [Double] {
 func listItems(fd: Int32, feed: String, after: String?) throws -> (Int, String?) {
     let afterJSON = after.map { #","after":"\#($0)""# } ?? ""
     let request = Array(#"{"method":"io.syncd.ListItems","parameters":{"feed":"\#(feed)","limit":500\#(afterJSON)}}"#.utf8) + [0]
-    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-        throw SyncRigError("send: errno \(errno)")
-    }
+    try sendWhole(request, on: fd)
     var reply: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 262_144)
     while reply.last != 0 {
@@ -333,7 +297,7 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
     // Each connection a Watch first, as in the issue: calls behind a stream never run.
     let watch = Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0]
     // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones.
-    let connections = Int(ProcessInfo.processInfo.environment["ATTACK_CONNECTIONS"] ?? "") ?? 16
+    let connections = knob("ATTACK_CONNECTIONS", default: 16)
     let sockets = try (0..<connections).map { _ in
         let fd = try connectUnix(rig.controlSocket)
         _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -359,18 +323,4 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
         usleep(1_000)
     }
     return (before, peak, peak - before)
-}
-
-/// Nearest-rank percentile of `values`.
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
 }

@@ -12,18 +12,17 @@
 // and the wall time from the call to the commit. The summary prints both and their ratios.
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
-import Synchronization
-import BenchmarkSupport
 import SyncBenchmarkSupport
 import SyncStore
 
-let plainCPUMetric = BenchmarkMetric.custom("plain refresh CPU (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let revalidateCPUMetric = BenchmarkMetric.custom("revalidation CPU (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let plainRequestsMetric = BenchmarkMetric.custom("plain refresh requests", polarity: .prefersSmaller, useScalingFactor: false)
-let revalidateRequestsMetric = BenchmarkMetric.custom("revalidation requests", polarity: .prefersSmaller, useScalingFactor: false)
-let plainWallMetric = BenchmarkMetric.custom("plain refresh wall (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let revalidateWallMetric = BenchmarkMetric.custom("revalidation wall (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let plainCPUMetric = BenchmarkMetric.reported("plain refresh CPU (µs)")
+let revalidateCPUMetric = BenchmarkMetric.reported("revalidation CPU (µs)")
+let plainRequestsMetric = BenchmarkMetric.reported("plain refresh requests")
+let revalidateRequestsMetric = BenchmarkMetric.reported("revalidation requests")
+let plainWallMetric = BenchmarkMetric.reported("plain refresh wall (µs)")
+let revalidateWallMetric = BenchmarkMetric.reported("revalidation wall (µs)")
 
 /// Both daemons of the comparison.
 final class RevalidationRigs: Sendable {
@@ -36,63 +35,48 @@ final class RevalidationRigs: Sendable {
 }
 
 let revalidationCost: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let items = Int(environment["REVALIDATE_ITEMS"] ?? "") ?? 10_000
-    let pageSize = Int(environment["REVALIDATE_PAGE_SIZE"] ?? "") ?? 40
-    let refreshes = Int(environment["REVALIDATE_REFRESHES"] ?? "") ?? 50
-    let holder = RigHolder<RevalidationRigs>("revalidation")
+    let items = knob("REVALIDATE_ITEMS", default: 10_000)
+    let pageSize = knob("REVALIDATE_PAGE_SIZE", default: 40)
+    let refreshes = knob("REVALIDATE_REFRESHES", default: 50)
     let summary = SummaryLines()
-    let metrics = [plainCPUMetric, revalidateCPUMetric, plainRequestsMetric, revalidateRequestsMetric, plainWallMetric, revalidateWallMetric]
     Benchmark(
         "revalidation of 200 items vs a plain refresh, \(items) items at \(pageSize) a page",
-        configuration: .init(
-            metrics: metrics,
-            timeUnits: .microseconds,
-            units: Dictionary(uniqueKeysWithValues: metrics.map { ($0, .count) }),
-            warmupIterations: 0,
-            maxDuration: .seconds(600),
-            maxIterations: 1,
-            setup: {
-                let plain = try await ScrapeRig(feeds: 1, items: items, pageSize: pageSize, name: "revalidation-plain")
-                let revalidating = try await ScrapeRig(
-                    feeds: 1, items: items, pageSize: pageSize, feedKeys: "revalidate = 200\nrevalidate_interval = \"1ms\"",
-                    name: "revalidation-on")
-                holder.rig.withLock { $0 = RevalidationRigs(plain: plain, revalidating: revalidating) }
-            },
-            teardown: {
-                summary.flush()
-                if let rigs = holder.rig.withLock({ $0 }) {
-                    rigs.plain.shutdown()
-                    rigs.revalidating.shutdown()
-                }
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rigs = try holder.current
-            // Interleaved, so a noisy moment of the machine falls on both.
-            var plain = RefreshCost(), revalidating = RefreshCost()
-            for _ in 0..<refreshes {
-                plain.add(try refreshOnce(rigs.plain))
-                revalidating.add(try refreshOnce(rigs.revalidating))
-            }
-            benchmark.measurement(plainCPUMetric, plain.cpuMicroseconds / refreshes)
-            benchmark.measurement(revalidateCPUMetric, revalidating.cpuMicroseconds / refreshes)
-            benchmark.measurement(plainRequestsMetric, plain.requests / refreshes)
-            benchmark.measurement(revalidateRequestsMetric, revalidating.requests / refreshes)
-            benchmark.measurement(plainWallMetric, plain.wallMicroseconds / refreshes)
-            benchmark.measurement(revalidateWallMetric, revalidating.wallMicroseconds / refreshes)
-            let cpuRatio = Double(revalidating.cpuMicroseconds) / Double(max(1, plain.cpuMicroseconds))
-            let wallRatio = Double(revalidating.wallMicroseconds) / Double(max(1, plain.wallMicroseconds))
-            summary.append(String(
-                format: "revalidation: per refresh, plain %d µs CPU, %.2f requests, %d µs wall; revalidating 200: %d µs CPU, %.2f requests, %d µs wall (CPU %.1f×, wall %.1f×)",
-                plain.cpuMicroseconds / refreshes, Double(plain.requests) / Double(refreshes), plain.wallMicroseconds / refreshes,
-                revalidating.cpuMicroseconds / refreshes, Double(revalidating.requests) / Double(refreshes),
-                revalidating.wallMicroseconds / refreshes, cpuRatio, wallRatio))
-        } catch {
-            benchmark.error("revalidation: \(error)")
+        configuration: .counting(
+            [plainCPUMetric, revalidateCPUMetric, plainRequestsMetric, revalidateRequestsMetric, plainWallMetric, revalidateWallMetric],
+            wallClock: false, timeUnits: .microseconds, maxDuration: .seconds(600), maxIterations: 1),
+        rig: "revalidation",
+        setUp: {
+            let plain = try await ScrapeRig(feeds: 1, items: items, pageSize: pageSize, name: "revalidation-plain")
+            let revalidating = try await ScrapeRig(
+                feeds: 1, items: items, pageSize: pageSize, feedKeys: "revalidate = 200\nrevalidate_interval = \"1ms\"",
+                name: "revalidation-on")
+            return RevalidationRigs(plain: plain, revalidating: revalidating)
+        },
+        tearDown: { rigs in
+            summary.flush()
+            rigs.plain.shutdown()
+            rigs.revalidating.shutdown()
         }
+    ) { benchmark, rigs in
+        // Interleaved, so a noisy moment of the machine falls on both.
+        var plain = RefreshCost(), revalidating = RefreshCost()
+        for _ in 0..<refreshes {
+            plain.add(try refreshOnce(rigs.plain))
+            revalidating.add(try refreshOnce(rigs.revalidating))
+        }
+        benchmark.measurement(plainCPUMetric, plain.cpuMicroseconds / refreshes)
+        benchmark.measurement(revalidateCPUMetric, revalidating.cpuMicroseconds / refreshes)
+        benchmark.measurement(plainRequestsMetric, plain.requests / refreshes)
+        benchmark.measurement(revalidateRequestsMetric, revalidating.requests / refreshes)
+        benchmark.measurement(plainWallMetric, plain.wallMicroseconds / refreshes)
+        benchmark.measurement(revalidateWallMetric, revalidating.wallMicroseconds / refreshes)
+        let cpuRatio = Double(revalidating.cpuMicroseconds) / Double(max(1, plain.cpuMicroseconds))
+        let wallRatio = Double(revalidating.wallMicroseconds) / Double(max(1, plain.wallMicroseconds))
+        summary.append(String(
+            format: "revalidation: per refresh, plain %d µs CPU, %.2f requests, %d µs wall; revalidating 200: %d µs CPU, %.2f requests, %d µs wall (CPU %.1f×, wall %.1f×)",
+            plain.cpuMicroseconds / refreshes, Double(plain.requests) / Double(refreshes), plain.wallMicroseconds / refreshes,
+            revalidating.cpuMicroseconds / refreshes, Double(revalidating.requests) / Double(refreshes),
+            revalidating.wallMicroseconds / refreshes, cpuRatio, wallRatio))
     }
 }
 

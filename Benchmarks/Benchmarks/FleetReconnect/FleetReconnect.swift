@@ -5,13 +5,14 @@
 // no jitter. Knobs: FLEET_AGENTS (default 10000).
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 @_spi(StateMachine) import SyncCore
 
-let peak10Metric = BenchmarkMetric.custom("peak requests / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
-let peak1Metric = BenchmarkMetric.custom("peak requests / 1 ms", polarity: .prefersSmaller, useScalingFactor: false)
-let retryPeakMetric = BenchmarkMetric.custom("peak retries / 10 ms", polarity: .prefersSmaller, useScalingFactor: false)
+let peak10Metric = BenchmarkMetric.reported("peak requests / 10 ms")
+let peak1Metric = BenchmarkMetric.reported("peak requests / 1 ms")
+let retryPeakMetric = BenchmarkMetric.reported("peak retries / 10 ms")
 
 func describe(_ result: FleetSimulation.Result) -> String {
     String(
@@ -28,9 +29,8 @@ func histogramLine(_ result: FleetSimulation.Result, until: Duration) -> String 
 }
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let agents = Int(environment["FLEET_AGENTS"] ?? "") ?? 10_000
-    let failFor = Duration.seconds(Int(environment["FLEET_FAIL_SECONDS"] ?? "") ?? 5)
+    let agents = knob("FLEET_AGENTS", default: 10_000)
+    let failFor = Duration.seconds(knob("FLEET_FAIL_SECONDS", default: 5))
     let spread = SyncConfiguration.default.reconnectSpread
     var noJitter = RetryPolicy.default
     noJitter.jitter = .none
@@ -46,14 +46,8 @@ let benchmarks: @Sendable () -> Void = {
     for scenario in scenarios {
         Benchmark(
             "Fleet \(agents): \(scenario.name)",
-            configuration: .init(
-                metrics: [.wallClock, peak10Metric, peak1Metric, retryPeakMetric],
-                timeUnits: .milliseconds,
-                units: [peak10Metric: .count, peak1Metric: .count, retryPeakMetric: .count],
-                warmupIterations: 0,
-                maxIterations: 1,
-                teardown: { summary.flush() }
-            )
+            configuration: .counting(
+                [peak10Metric, peak1Metric, retryPeakMetric], timeUnits: .milliseconds, maxIterations: 1, teardown: { summary.flush() })
         ) { benchmark in
             benchmark.startMeasurement()
             let result = FleetSimulation.run(scenario)

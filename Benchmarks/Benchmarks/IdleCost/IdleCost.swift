@@ -12,18 +12,18 @@
 // (default Tests/TestSupport/Oracle/fake_networkmanager.py, run with /usr/bin/python3).
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
 import SyncBenchmarkSupport
 
-let switchesMetric = BenchmarkMetric.custom("syncd context switches/s (×100)", polarity: .prefersSmaller, useScalingFactor: false)
-let rssMetric = BenchmarkMetric.custom("syncd RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let pssMetric = BenchmarkMetric.custom("syncd PSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let baselineMetric = BenchmarkMetric.custom("ip monitor context switches/s (×100)", polarity: .prefersSmaller, useScalingFactor: false)
+let switchesMetric = BenchmarkMetric.reported("syncd context switches/s (×100)")
+let rssMetric = BenchmarkMetric.reported("syncd RSS (KiB)")
+let pssMetric = BenchmarkMetric.reported("syncd PSS (KiB)")
+let baselineMetric = BenchmarkMetric.reported("ip monitor context switches/s (×100)")
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let seconds = Int(environment["IDLE_SECONDS"] ?? "") ?? 60
-    let refresh = Int(environment["IDLE_REFRESH_SECONDS"] ?? "") ?? 3600
+    let seconds = knob("IDLE_SECONDS", default: 60)
+    let refresh = knob("IDLE_REFRESH_SECONDS", default: 3600)
     let summary = SummaryLines()
     let variants: [(name: String, metrics: Bool, networkManager: IdleNetworkManager)] = [
         ("syncd idle: wakeups and RSS", false, .system),
@@ -34,15 +34,9 @@ let benchmarks: @Sendable () -> Void = {
     for (name, metrics, networkManager) in variants {
         Benchmark(
             name,
-            configuration: .init(
-                metrics: [.wallClock, switchesMetric, rssMetric, pssMetric, baselineMetric],
-                timeUnits: .seconds,
-                units: [switchesMetric: .count, rssMetric: .count, pssMetric: .count, baselineMetric: .count],
-                warmupIterations: 0,
-                maxDuration: .seconds(seconds * 3 + 300),
-                maxIterations: 1,
-                teardown: { summary.flush() }
-            )
+            configuration: .counting(
+                [switchesMetric, rssMetric, pssMetric, baselineMetric], timeUnits: .seconds, maxDuration: .seconds(seconds * 3 + 300),
+                maxIterations: 1, teardown: { summary.flush() })
         ) { benchmark in
             do {
                 benchmark.startMeasurement()

@@ -7,54 +7,41 @@
 // the target (≤ 1.5x the raw notification) is stated in. Needs root (network namespaces).
 
 import Benchmark
+import BenchmarkHarness
 import BenchmarkSupport
 import Foundation
-import Synchronization
 
-let rawMetric = BenchmarkMetric.custom("raw notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let verdictMetric = BenchmarkMetric.custom("verdict published (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let addedMetric = BenchmarkMetric.custom("added by monitor (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let rawMetric = BenchmarkMetric.reported("raw notification (µs)")
+let verdictMetric = BenchmarkMetric.reported("verdict published (µs)")
+let addedMetric = BenchmarkMetric.reported("added by monitor (µs)")
 
 let benchmarks: @Sendable () -> Void = {
-    let holder = RigHolder<LinkLatencyRig>("link-latency")
-    let iterations = Int(ProcessInfo.processInfo.environment["LINK_LATENCY_ITERATIONS"] ?? "") ?? 1000
+    let iterations = knob("LINK_LATENCY_ITERATIONS", default: 1000)
     let warmup = 20
     Benchmark(
         "Link down → offline verdict (vs raw netlink)",
-        configuration: .init(
-            metrics: [.wallClock, rawMetric, verdictMetric, addedMetric],
-            timeUnits: .microseconds,
-            units: [rawMetric: .count, verdictMetric: .count, addedMetric: .count],
-            warmupIterations: warmup,
-            maxDuration: .seconds(120),
-            maxIterations: iterations,
-            setup: {
-                let judged = LinkLatencyRig.Judged(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_JUDGED"] ?? "") ?? .host
-                let consumer = LinkLatencyRig.Consumer(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_CONSUMER"] ?? "") ?? .monitor
-                let rig = try await LinkLatencyRig(judged: judged, consumer: consumer)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                guard let rig = holder.rig.withLock({ $0 }) else { return }
-                print(await rig.summary())
-                await rig.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            // Warm-up rounds run before the harness records custom metrics; keep them out of the summary too.
-            let record = benchmark.currentIteration >= warmup
-            benchmark.startMeasurement()
-            let sample = try await rig.measure(record: record)
-            benchmark.stopMeasurement()
-            benchmark.measurement(rawMetric, sample.raw.wholeMicroseconds)
-            benchmark.measurement(verdictMetric, sample.verdict.wholeMicroseconds)
-            benchmark.measurement(addedMetric, sample.added.wholeMicroseconds)
-            try await rig.restore()
-        } catch {
-            benchmark.error("link-latency: \(error)")
+        configuration: .counting(
+            [rawMetric, verdictMetric, addedMetric], timeUnits: .microseconds, warmupIterations: warmup, maxDuration: .seconds(120),
+            maxIterations: iterations),
+        rig: "link-latency",
+        setUp: {
+            let judged = LinkLatencyRig.Judged(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_JUDGED"] ?? "") ?? .host
+            let consumer = LinkLatencyRig.Consumer(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_CONSUMER"] ?? "") ?? .monitor
+            return try await LinkLatencyRig(judged: judged, consumer: consumer)
+        },
+        tearDown: { rig in
+            print(await rig.summary())
+            await rig.shutdown()
         }
+    ) { benchmark, rig in
+        // Warm-up rounds run before the harness records custom metrics; keep them out of the summary too.
+        let record = benchmark.currentIteration >= warmup
+        benchmark.startMeasurement()
+        let sample = try await rig.measure(record: record)
+        benchmark.stopMeasurement()
+        benchmark.measurement(rawMetric, sample.raw.wholeMicroseconds)
+        benchmark.measurement(verdictMetric, sample.verdict.wholeMicroseconds)
+        benchmark.measurement(addedMetric, sample.added.wholeMicroseconds)
+        try await rig.restore()
     }
 }

@@ -7,77 +7,55 @@
 // Knobs: SCRAPE_FEEDS (default 10), SCRAPE_ITERATIONS (default 1000).
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
 import Synchronization
-import BenchmarkSupport
 import SyncBenchmarkSupport
 
-let scrapeMetric = BenchmarkMetric.custom("scrape /metrics (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let statusMetric = BenchmarkMetric.custom("GetStatus (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let scrapeMetric = BenchmarkMetric.reported("scrape /metrics (µs)")
+let statusMetric = BenchmarkMetric.reported("GetStatus (µs)")
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let feeds = Int(environment["SCRAPE_FEEDS"] ?? "") ?? 10
-    let iterations = Int(environment["SCRAPE_ITERATIONS"] ?? "") ?? 1000
-    let holder = RigHolder<ScrapeRig>("metrics-scrape")
+    let feeds = knob("SCRAPE_FEEDS", default: 10)
+    let iterations = knob("SCRAPE_ITERATIONS", default: 1000)
     let warmup = 20
     let samples = Mutex<(scrape: [Double], status: [Double], bytes: Int, series: Int)>(([], [], 0, 0))
     Benchmark(
         "Scrape /metrics with \(feeds) feeds vs GetStatus",
-        configuration: .init(
-            metrics: [.wallClock, scrapeMetric, statusMetric],
-            timeUnits: .microseconds,
-            units: [scrapeMetric: .count, statusMetric: .count],
-            warmupIterations: warmup,
-            maxDuration: .seconds(600),
-            maxIterations: iterations,
-            setup: {
-                let rig = try await ScrapeRig(feeds: feeds)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                holder.rig.withLock { $0 }?.shutdown()
-                holder.rig.withLock { $0 = nil }
-                // The runner calls the closure for its warm-up iterations too: leave those out.
-                let all = samples.withLock { $0 }
-                print(summary(feeds: feeds, scrape: Array(all.scrape.dropFirst(warmup)), status: Array(all.status.dropFirst(warmup)), bytes: all.bytes, series: all.series))
+        configuration: .counting(
+            [scrapeMetric, statusMetric], timeUnits: .microseconds, warmupIterations: warmup, maxDuration: .seconds(600),
+            maxIterations: iterations),
+        rig: "metrics-scrape",
+        setUp: { try await ScrapeRig(feeds: feeds) },
+        tearDown: { rig in
+            rig.shutdown()
+            // The runner calls the closure for its warm-up iterations too: leave those out.
+            let all = samples.withLock { $0 }
+            print(summary(feeds: feeds, scrape: Array(all.scrape.dropFirst(warmup)), status: Array(all.status.dropFirst(warmup)), bytes: all.bytes, series: all.series))
+        }
+    ) { benchmark, rig in
+        // Alternate which goes first, so neither always follows the other's wakeup.
+        var scrapeMicros = 0.0, statusMicros = 0.0, body = ""
+        for step in benchmark.currentIteration % 2 == 0 ? [0, 1] : [1, 0] {
+            let start = ContinuousClock.now
+            if step == 0 {
+                body = try rig.scrape()
+                scrapeMicros = (ContinuousClock.now - start).microseconds
+            } else {
+                try rig.status()
+                statusMicros = (ContinuousClock.now - start).microseconds
             }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            // Alternate which goes first, so neither always follows the other's wakeup.
-            var scrapeMicros = 0.0, statusMicros = 0.0, body = ""
-            for step in benchmark.currentIteration % 2 == 0 ? [0, 1] : [1, 0] {
-                let start = ContinuousClock.now
-                if step == 0 {
-                    body = try rig.scrape()
-                    scrapeMicros = (ContinuousClock.now - start).microseconds
-                } else {
-                    try rig.status()
-                    statusMicros = (ContinuousClock.now - start).microseconds
-                }
-            }
-            benchmark.measurement(scrapeMetric, Int(scrapeMicros))
-            benchmark.measurement(statusMetric, Int(statusMicros))
-            let series = body.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
-            samples.withLock {
-                $0.scrape.append(scrapeMicros)
-                $0.status.append(statusMicros)
-                $0.bytes = body.utf8.count
-                $0.series = series
-            }
-        } catch {
-            benchmark.error("metrics-scrape: \(error)")
+        }
+        benchmark.measurement(scrapeMetric, Int(scrapeMicros))
+        benchmark.measurement(statusMetric, Int(statusMicros))
+        let series = body.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+        samples.withLock {
+            $0.scrape.append(scrapeMicros)
+            $0.status.append(statusMicros)
+            $0.bytes = body.utf8.count
+            $0.series = series
         }
     }
-}
-
-/// Nearest-rank percentile of `values`.
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
 }
 
 func summary(feeds: Int, scrape: [Double], status: [Double], bytes: Int, series: Int) -> String {

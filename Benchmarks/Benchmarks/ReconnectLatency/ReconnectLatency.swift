@@ -10,61 +10,44 @@
 // the server's neighbour entry (no ARP after the link returns), to tell the kernel's share apart.
 
 import Benchmark
-import BenchmarkSupport
+import BenchmarkHarness
 import Foundation
-import Synchronization
 import SyncBenchmarkSupport
 
-let rawDownMetric = BenchmarkMetric.custom("raw carrier-loss notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let pausedMetric = BenchmarkMetric.custom("coordinator paused/offline (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let rawUpMetric = BenchmarkMetric.custom("raw carrier-up notification (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let verdictUpMetric = BenchmarkMetric.custom("online verdict (µs)", polarity: .prefersSmaller, useScalingFactor: false)
-let arrivalMetric = BenchmarkMetric.custom("retried request at server (µs)", polarity: .prefersSmaller, useScalingFactor: false)
+let rawDownMetric = BenchmarkMetric.reported("raw carrier-loss notification (µs)")
+let pausedMetric = BenchmarkMetric.reported("coordinator paused/offline (µs)")
+let rawUpMetric = BenchmarkMetric.reported("raw carrier-up notification (µs)")
+let verdictUpMetric = BenchmarkMetric.reported("online verdict (µs)")
+let arrivalMetric = BenchmarkMetric.reported("retried request at server (µs)")
 
 func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterations: Int, warmup: Int) {
-    let holder = RigHolder<ReconnectRig>("reconnect")
     Benchmark(
         name,
-        configuration: .init(
-            metrics: [.wallClock, rawDownMetric, pausedMetric, rawUpMetric, verdictUpMetric, arrivalMetric],
-            timeUnits: .microseconds,
-            units: [rawDownMetric: .count, pausedMetric: .count, rawUpMetric: .count, verdictUpMetric: .count, arrivalMetric: .count],
-            warmupIterations: warmup,
-            maxDuration: .seconds(900),
-            maxIterations: iterations,
-            setup: {
-                let rig = try await ReconnectRig(settle: settle, inFlight: inFlight)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                guard let rig = holder.rig.withLock({ $0 }) else { return }
-                print(await rig.summary())
-                await rig.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            let record = benchmark.currentIteration >= warmup
-            benchmark.startMeasurement()
-            let sample = try await rig.measure(record: record)
-            benchmark.stopMeasurement()
-            benchmark.measurement(rawDownMetric, Int(sample.rawDown / 1000))
-            benchmark.measurement(pausedMetric, Int(sample.paused / 1000))
-            benchmark.measurement(rawUpMetric, Int(sample.rawUp / 1000))
-            benchmark.measurement(verdictUpMetric, Int(sample.verdictUp / 1000))
-            benchmark.measurement(arrivalMetric, Int(sample.arrival / 1000))
-        } catch {
-            benchmark.error("reconnect: \(error)")
+        configuration: .counting(
+            [rawDownMetric, pausedMetric, rawUpMetric, verdictUpMetric, arrivalMetric], timeUnits: .microseconds,
+            warmupIterations: warmup, maxDuration: .seconds(900), maxIterations: iterations),
+        rig: "reconnect",
+        setUp: { try await ReconnectRig(settle: settle, inFlight: inFlight) },
+        tearDown: { rig in
+            print(await rig.summary())
+            await rig.shutdown()
         }
+    ) { benchmark, rig in
+        let record = benchmark.currentIteration >= warmup
+        benchmark.startMeasurement()
+        let sample = try await rig.measure(record: record)
+        benchmark.stopMeasurement()
+        benchmark.measurement(rawDownMetric, Int(sample.rawDown / 1000))
+        benchmark.measurement(pausedMetric, Int(sample.paused / 1000))
+        benchmark.measurement(rawUpMetric, Int(sample.rawUp / 1000))
+        benchmark.measurement(verdictUpMetric, Int(sample.verdictUp / 1000))
+        benchmark.measurement(arrivalMetric, Int(sample.arrival / 1000))
     }
 }
 
 let benchmarks: @Sendable () -> Void = {
-    let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["RECONNECT_ITERATIONS"] ?? "") ?? 100
-    let settleIterations = Int(environment["RECONNECT_SETTLE_ITERATIONS"] ?? "") ?? 15
+    let iterations = knob("RECONNECT_ITERATIONS", default: 100)
+    let settleIterations = knob("RECONNECT_SETTLE_ITERATIONS", default: 15)
     reconnectBenchmark(
         "Reconnect → paused refresh at server (settle 0, spread 0)", settle: .zero, inFlight: false, iterations: iterations, warmup: 3)
     reconnectBenchmark(

@@ -9,25 +9,19 @@
 // Needs root, and `storm-monitor` built next to this executable (scripts/bench does both).
 
 import Benchmark
+import BenchmarkHarness
 import BenchmarkSupport
 import Foundation
-import Synchronization
 
-/// Per-iteration details, printed by the teardown hook: the harness silences output while a
-/// benchmark runs (`--no-progress`/`--quiet`), but not during teardown.
-final class StormLog: Sendable {
-    let lines = Mutex<[String]>([])
-}
-
-let monitorCPU = BenchmarkMetric.custom("monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorCPU = BenchmarkMetric.custom("ip monitor CPU (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let cpuRatioPercent = BenchmarkMetric.custom("CPU monitor/ip monitor (%)", polarity: .prefersSmaller, useScalingFactor: false)
-let monitorPeakRSS = BenchmarkMetric.custom("monitor peak RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorPeakRSS = BenchmarkMetric.custom("ip monitor peak RSS (KiB)", polarity: .prefersSmaller, useScalingFactor: false)
-let monitorConverged = BenchmarkMetric.custom("monitor caught up (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorDrained = BenchmarkMetric.custom("ip monitor caught up (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let monitorDrops = BenchmarkMetric.custom("monitor kernel drops (#)", polarity: .prefersSmaller, useScalingFactor: false)
-let ipMonitorDrops = BenchmarkMetric.custom("ip monitor kernel drops (#)", polarity: .prefersSmaller, useScalingFactor: false)
+let monitorCPU = BenchmarkMetric.reported("monitor CPU (ms)")
+let ipMonitorCPU = BenchmarkMetric.reported("ip monitor CPU (ms)")
+let cpuRatioPercent = BenchmarkMetric.reported("CPU monitor/ip monitor (%)")
+let monitorPeakRSS = BenchmarkMetric.reported("monitor peak RSS (KiB)")
+let ipMonitorPeakRSS = BenchmarkMetric.reported("ip monitor peak RSS (KiB)")
+let monitorConverged = BenchmarkMetric.reported("monitor caught up (ms)")
+let ipMonitorDrained = BenchmarkMetric.reported("ip monitor caught up (ms)")
+let monitorDrops = BenchmarkMetric.reported("monitor kernel drops (#)")
+let ipMonitorDrops = BenchmarkMetric.reported("ip monitor kernel drops (#)")
 
 /// `storm-monitor` sits in the same build directory as this benchmark executable.
 func helperPath() -> String {
@@ -38,25 +32,17 @@ func helperPath() -> String {
 
 let benchmarks: @Sendable () -> Void = {
     let environment = ProcessInfo.processInfo.environment
-    let routes = Int(environment["STORM_ROUTES"] ?? "") ?? 100_000
-    let iterations = Int(environment["STORM_ITERATIONS"] ?? "") ?? 3
+    let routes = knob("STORM_ROUTES", default: 100_000)
+    let iterations = knob("STORM_ITERATIONS", default: 3)
     // STORM_EXPIRES=N: IPv6 routes with a lifetime of N seconds instead (see RouteStormRig.run).
     let expires = Int(environment["STORM_EXPIRES"] ?? "")
-    let log = StormLog()
-    let custom = [monitorCPU, ipMonitorCPU, cpuRatioPercent, monitorPeakRSS, ipMonitorPeakRSS, monitorConverged, ipMonitorDrained, monitorDrops, ipMonitorDrops]
+    // Per-iteration details: the runner silences output while a benchmark runs, not during teardown.
+    let log = SummaryLines()
     Benchmark(
         "Route storm \(routes) \(expires.map { $0 > 0 ? "IPv6 routes expiring in \($0) s: " : "IPv6 routes: " } ?? "")adds + deletes: monitor vs ip monitor",
-        configuration: .init(
-            metrics: [.wallClock] + custom,
-            timeUnits: .milliseconds,
-            units: Dictionary(uniqueKeysWithValues: custom.map { ($0, BenchmarkUnits.count) }),
-            warmupIterations: 0,
-            maxDuration: .seconds(900),
-            maxIterations: iterations,
-            teardown: {
-                for line in log.lines.withLock({ $0 }) { print(line) }
-            }
-        )
+        configuration: .counting(
+            [monitorCPU, ipMonitorCPU, cpuRatioPercent, monitorPeakRSS, ipMonitorPeakRSS, monitorConverged, ipMonitorDrained, monitorDrops, ipMonitorDrops],
+            timeUnits: .milliseconds, maxDuration: .seconds(900), maxIterations: iterations, teardown: { log.flush() })
     ) { benchmark in
         do {
             let result = try await RouteStormRig.run(routes: routes, expires: expires, helperPath: helperPath())
@@ -69,7 +55,7 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(ipMonitorDrained, result.ipDrained.wholeMilliseconds)
             benchmark.measurement(monitorDrops, result.monitorDrops)
             benchmark.measurement(ipMonitorDrops, result.ipDrops)
-            log.lines.withLock { $0.append("iteration \(benchmark.currentIteration): \(result.description)") }
+            log.append("iteration \(benchmark.currentIteration): \(result.description)")
         } catch {
             benchmark.error("route storm: \(error)")
         }

@@ -11,57 +11,42 @@
 // the server sends alike in every format: both walk the same pages.
 
 import Benchmark
+import BenchmarkHarness
 import Foundation
 import Synchronization
 import SyncBenchmarkSupport
-import BenchmarkSupport
 
-let floorMetric = BenchmarkMetric.custom("floor client (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let daemonMetric = BenchmarkMetric.custom("syncd exec → all stored (ms)", polarity: .prefersSmaller, useScalingFactor: false)
-let multipleMetric = BenchmarkMetric.custom("syncd / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
-let metricsMultipleMetric = BenchmarkMetric.custom("syncd with metrics / floor (×100)", polarity: .prefersSmaller, useScalingFactor: false)
+let floorMetric = BenchmarkMetric.reported("floor client (ms)")
+let daemonMetric = BenchmarkMetric.reported("syncd exec → all stored (ms)")
+let multipleMetric = BenchmarkMetric.reported("syncd / floor (×100)")
+let metricsMultipleMetric = BenchmarkMetric.reported("syncd with metrics / floor (×100)")
 
 let benchmarks: @Sendable () -> Void = {
-    let holder = RigHolder<ThroughputRig>("sync-floor")
     let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["SYNC_FLOOR_ITERATIONS"] ?? "") ?? 3
-    let items = Int(environment["SYNC_FLOOR_ITEMS"] ?? "") ?? 100_000
+    let iterations = knob("SYNC_FLOOR_ITERATIONS", default: 3)
+    let items = knob("SYNC_FLOOR_ITEMS", default: 100_000)
     let format = environment["SYNC_FLOOR_FORMAT"] ?? "json"
     let results = ResultLog()
     Benchmark(
         "Sync \(items) items\(format == "json" ? "" : " (\(format))"): syncd vs the floor client",
-        configuration: .init(
-            metrics: [.wallClock, floorMetric, daemonMetric, multipleMetric, metricsMultipleMetric],
-            timeUnits: .milliseconds,
-            units: [floorMetric: .count, daemonMetric: .count, multipleMetric: .count, metricsMultipleMetric: .count],
-            warmupIterations: 0,
-            maxDuration: .seconds(3600),
-            maxIterations: iterations,
-            setup: {
-                let rig = try await ThroughputRig(items: items, pageSize: 100, python: false, format: format)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                guard let rig = holder.rig.withLock({ $0 }) else { return }
-                print(results.summary(items: items))
-                await rig.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            benchmark.startMeasurement()
-            let pair = try await rig.measureFloorPair(index: benchmark.currentIteration)
-            benchmark.stopMeasurement()
-            results.append(pair)
-            benchmark.measurement(floorMetric, Int(pair.floor.seconds * 1000))
-            benchmark.measurement(daemonMetric, Int(pair.daemon.seconds * 1000))
-            benchmark.measurement(multipleMetric, Int(100 * pair.daemon.seconds / pair.floor.seconds))
-            benchmark.measurement(metricsMultipleMetric, Int(100 * pair.daemonWithMetrics.seconds / pair.floor.seconds))
-        } catch {
-            benchmark.error("sync-floor: \(error)")
+        configuration: .counting(
+            [floorMetric, daemonMetric, multipleMetric, metricsMultipleMetric], timeUnits: .milliseconds, maxDuration: .seconds(3600),
+            maxIterations: iterations),
+        rig: "sync-floor",
+        setUp: { try await ThroughputRig(items: items, pageSize: 100, python: false, format: format) },
+        tearDown: { rig in
+            print(results.summary(items: items))
+            await rig.shutdown()
         }
+    ) { benchmark, rig in
+        benchmark.startMeasurement()
+        let pair = try await rig.measureFloorPair(index: benchmark.currentIteration)
+        benchmark.stopMeasurement()
+        results.append(pair)
+        benchmark.measurement(floorMetric, Int(pair.floor.seconds * 1000))
+        benchmark.measurement(daemonMetric, Int(pair.daemon.seconds * 1000))
+        benchmark.measurement(multipleMetric, Int(100 * pair.daemon.seconds / pair.floor.seconds))
+        benchmark.measurement(metricsMultipleMetric, Int(100 * pair.daemonWithMetrics.seconds / pair.floor.seconds))
     }
 }
 

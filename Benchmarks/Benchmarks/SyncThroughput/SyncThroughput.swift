@@ -8,51 +8,33 @@
 // Needs python3 with `requests` (checked, and installed with pip when missing).
 
 import Benchmark
-import BenchmarkSupport
+import BenchmarkHarness
 import Foundation
-import Synchronization
 import SyncBenchmarkSupport
 
-let syncdMetric = BenchmarkMetric.custom("syncd (items/s)", polarity: .prefersLarger, useScalingFactor: false)
-let pythonMetric = BenchmarkMetric.custom("python baseline (items/s)", polarity: .prefersLarger, useScalingFactor: false)
-let ratioMetric = BenchmarkMetric.custom("ratio syncd/python (×100)", polarity: .prefersLarger, useScalingFactor: false)
+let syncdMetric = BenchmarkMetric.reported("syncd (items/s)", .prefersLarger)
+let pythonMetric = BenchmarkMetric.reported("python baseline (items/s)", .prefersLarger)
+let ratioMetric = BenchmarkMetric.reported("ratio syncd/python (×100)", .prefersLarger)
 
 let benchmarks: @Sendable () -> Void = {
-    let holder = RigHolder<ThroughputRig>("throughput")
-    let environment = ProcessInfo.processInfo.environment
-    let iterations = Int(environment["SYNC_THROUGHPUT_ITERATIONS"] ?? "") ?? 3
-    let items = Int(environment["SYNC_THROUGHPUT_ITEMS"] ?? "") ?? 100_000
+    let iterations = knob("SYNC_THROUGHPUT_ITERATIONS", default: 3)
+    let items = knob("SYNC_THROUGHPUT_ITEMS", default: 100_000)
     Benchmark(
         "Sync \(items) items: syncd vs python requests+sqlite3",
-        configuration: .init(
-            metrics: [.wallClock, syncdMetric, pythonMetric, ratioMetric],
-            timeUnits: .milliseconds,
-            units: [syncdMetric: .count, pythonMetric: .count, ratioMetric: .count],
-            warmupIterations: 0,
-            maxDuration: .seconds(1800),
-            maxIterations: iterations,
-            setup: {
-                let rig = try await ThroughputRig(items: items, pageSize: 100)
-                holder.rig.withLock { $0 = rig }
-            },
-            teardown: {
-                guard let rig = holder.rig.withLock({ $0 }) else { return }
-                print(await rig.summary())
-                await rig.shutdown()
-                holder.rig.withLock { $0 = nil }
-            }
-        )
-    ) { benchmark in
-        do {
-            let rig = try holder.current
-            benchmark.startMeasurement()
-            let pair = try await rig.measurePair(index: benchmark.currentIteration)
-            benchmark.stopMeasurement()
-            benchmark.measurement(syncdMetric, Int(pair.syncd.itemsPerSecond))
-            benchmark.measurement(pythonMetric, Int(pair.python.itemsPerSecond))
-            benchmark.measurement(ratioMetric, Int(100 * pair.syncd.itemsPerSecond / pair.python.itemsPerSecond))
-        } catch {
-            benchmark.error("sync-throughput: \(error)")
+        configuration: .counting(
+            [syncdMetric, pythonMetric, ratioMetric], timeUnits: .milliseconds, maxDuration: .seconds(1800), maxIterations: iterations),
+        rig: "sync-throughput",
+        setUp: { try await ThroughputRig(items: items, pageSize: 100) },
+        tearDown: { rig in
+            print(await rig.summary())
+            await rig.shutdown()
         }
+    ) { benchmark, rig in
+        benchmark.startMeasurement()
+        let pair = try await rig.measurePair(index: benchmark.currentIteration)
+        benchmark.stopMeasurement()
+        benchmark.measurement(syncdMetric, Int(pair.syncd.itemsPerSecond))
+        benchmark.measurement(pythonMetric, Int(pair.python.itemsPerSecond))
+        benchmark.measurement(ratioMetric, Int(100 * pair.syncd.itemsPerSecond / pair.python.itemsPerSecond))
     }
 }

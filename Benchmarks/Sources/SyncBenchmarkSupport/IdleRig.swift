@@ -83,10 +83,7 @@ func statusRoundTrip(socket path: String) throws -> String {
 public func varlinkCall(socket path: String, _ message: String) throws -> String {
     let fd = try connectUnix(path)
     defer { close(fd) }
-    let request = Array(message.utf8) + [0]
-    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-        throw SyncRigError("send: errno \(errno)")
-    }
+    try sendWhole(Array(message.utf8) + [0], on: fd)
     var reply: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65_536)
     while true {

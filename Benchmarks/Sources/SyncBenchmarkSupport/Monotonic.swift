@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,6 +30,18 @@ extension Duration {
     public var seconds: Double { Double(nanoseconds) / 1e9 }
 }
 
+/// The nearest-rank `p` percentile (0 < p ≤ 1) of `sorted`, which is in ascending order; nil when
+/// it is empty.
+public func nearestRank<Value>(ofSorted sorted: [Value], _ p: Double) -> Value? {
+    guard !sorted.isEmpty else { return nil }
+    return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+}
+
+/// The nearest-rank `p` percentile (0 < p ≤ 1) of `values`, 0 when there are none.
+public func percentile(_ values: [Double], _ p: Double) -> Double {
+    nearestRank(ofSorted: values.sorted(), p) ?? 0
+}
+
 /// Nearest-rank percentiles of nanosecond samples, printed in microseconds or milliseconds.
 public struct NanoSummary: Sendable, CustomStringConvertible {
     public var count: Int
@@ -42,10 +53,7 @@ public struct NanoSummary: Sendable, CustomStringConvertible {
 
     public init(_ values: [Int64]) {
         let sorted = values.sorted()
-        func rank(_ p: Double) -> Int64 {
-            guard !sorted.isEmpty else { return 0 }
-            return sorted[Swift.min(sorted.count - 1, Swift.max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-        }
+        func rank(_ p: Double) -> Int64 { nearestRank(ofSorted: sorted, p) ?? 0 }
         count = sorted.count
         p50 = rank(0.5)
         p90 = rank(0.9)
@@ -97,18 +105,5 @@ public enum HelperPaths {
     /// The benchmarks package directory (Benchmarks/), for the Python baseline.
     public static var packageDirectory: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-    }
-}
-
-/// Lines a benchmark collects while it runs and prints in its teardown hook: `--no-progress`
-/// (quiet) sends the runner's stdout and stderr to /dev/null while the measured closure runs,
-/// and restores them only for the teardown hooks.
-public final class SummaryLines: Sendable {
-    private let lines = Mutex<[String]>([])
-    public init() {}
-    public func append(_ line: String) { lines.withLock { $0.append(line) } }
-    /// Prints (to stdout) and forgets the collected lines.
-    public func flush() {
-        for line in lines.withLock({ lines in defer { lines = [] }; return lines }) { print(line) }
     }
 }

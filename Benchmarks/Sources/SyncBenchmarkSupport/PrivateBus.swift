@@ -18,8 +18,8 @@ public enum IdleNetworkManager: String, Sendable, CaseIterable {
     case standIn
 }
 
-/// A private `dbus-daemon` (its own socket and a policy that allows everything, as the tests'
-/// `TestBus`), for the idle rig. Stopped by ``stop()``.
+/// A private `dbus-daemon` (``PrivateBusConfiguration``, as the tests' `TestBus`), for the idle
+/// rig. Stopped by ``stop()``.
 public final class PrivateBus: Sendable {
     /// `unix:path=…`, for `DBUS_SYSTEM_BUS_ADDRESS` and the stand-in NetworkManager.
     public let address: String
@@ -34,25 +34,10 @@ public final class PrivateBus: Sendable {
 
     /// Starts a bus with its socket and configuration in `directory`; returns once it listens.
     public static func start(in directory: String) async throws -> PrivateBus {
-        let socket = directory + "/bus"
-        let config = directory + "/bus.conf"
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(socket)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let configuration = try PrivateBusConfiguration(writingInto: directory)
         let executable = ["/usr/bin/dbus-daemon", "/bin/dbus-daemon"].first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let executable else { throw SyncRigError("dbus-daemon is not installed (apt-get install dbus-daemon)") }
-        let daemon = try LineProcess(executable: executable, arguments: ["--config-file=\(config)", "--nofork", "--print-address"])
+        let daemon = try LineProcess(executable: executable, arguments: configuration.arguments)
         // The address is printed once the daemon listens.
         do {
             _ = try await LineReader(daemon, name: "dbus-daemon").next(timeout: .seconds(20)) { $0.hasPrefix("unix:") }
@@ -61,7 +46,7 @@ public final class PrivateBus: Sendable {
             daemon.finish()
             throw error
         }
-        return PrivateBus(address: "unix:path=\(socket)", daemon: daemon)
+        return PrivateBus(address: configuration.address, daemon: daemon)
     }
 
     /// SIGKILL: children of the benchmark runner inherit its blocked SIGTERM.

@@ -104,10 +104,7 @@ public final class ScrapeRig: Sendable {
 /// Sends `request` on the connected socket `fd` and reads the answer until the peer closes
 /// (`Connection: close`); the answer as text.
 public func closingExchange(_ fd: Int32, _ request: String) throws -> String {
-    let bytes = Array(request.utf8)
-    guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
-        throw SyncRigError("send: errno \(errno)")
-    }
+    try sendWhole(Array(request.utf8), on: fd)
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65_536)
     while true {
@@ -136,4 +133,13 @@ public func connectUnix(_ path: String) throws -> Int32 {
         throw SyncRigError("connect \(path): errno \(errno)")
     }
     return fd
+}
+
+/// Sends `bytes` on the connected socket `fd` in one call, without SIGPIPE when the peer is gone;
+/// throws when the kernel took fewer than all of them: the requests are small enough that it
+/// takes them whole or the socket failed.
+public func sendWhole(_ bytes: [UInt8], on fd: Int32) throws {
+    guard bytes.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
+        throw SyncRigError("send: errno \(errno)")
+    }
 }
