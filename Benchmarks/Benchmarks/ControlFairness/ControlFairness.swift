@@ -280,24 +280,29 @@ func lastIndex(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
 /// fault back in (the control server's and the encoders' code) is not what the attack makes it
 /// hold. Its own buffers are freed when it ends, so at most a call's worth is reused by the attack.
 func warmUp(_ rig: ScrapeRig, connections: Int) throws {
-    let pad = String(repeating: "p", count: 64 * 1024 - 200)
+    let (call, watch) = attackCalls()
     for _ in 0..<connections {
-        try varlinkCall(socket: rig.controlSocket, #"{"method":"io.syncd.Watch","more":true}"#)
-        try varlinkCall(socket: rig.controlSocket, #"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#)
+        try varlinkCall(socket: rig.controlSocket, String(decoding: watch.dropLast(), as: UTF8.self))
+        try varlinkCall(socket: rig.controlSocket, String(decoding: call.dropLast(), as: UTF8.self))
     }
+}
+
+/// The attack's messages, each with its NUL: a GetStatus call padded to ~64 KiB, and a Watch,
+/// which each connection sends first, as in the issue (calls behind a stream never run).
+func attackCalls() -> (call: [UInt8], watch: [UInt8]) {
+    let pad = String(repeating: "p", count: 64 * 1024 - 200)
+    return (Array(#"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#.utf8) + [0],
+            Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0])
 }
 
 /// syncd's RSS before and at its peak while 16 connections pipeline 127 calls of ~64 KiB each
 /// (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
 func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: Int) {
-    try warmUp(rig, connections: Int(ProcessInfo.processInfo.environment["ATTACK_CONNECTIONS"] ?? "") ?? 16)
-    let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
-    let pad = String(repeating: "p", count: 64 * 1024 - 200)
-    let call = Array(#"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#.utf8) + [0]
-    // Each connection a Watch first, as in the issue: calls behind a stream never run.
-    let watch = Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0]
     // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones.
     let connections = knob("ATTACK_CONNECTIONS", default: 16)
+    let (call, watch) = attackCalls()
+    try warmUp(rig, connections: connections)
+    let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
     let sockets = try (0..<connections).map { _ in
         let fd = try connectUnix(rig.controlSocket)
         _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
