@@ -38,7 +38,9 @@ struct DocumentationTests {
     @Test func readmeMatchesThePackage() throws {
         let readme = try Self.read("README.md")
         let manifest = try Self.read("Package.swift")
-        let products = Set(manifest.matches(of: try Regex(#"\.library\(name: "([^"]+)""#)).compactMap { $0.output[1].substring.map(String.init) })
+        // The manifest declares each library product from the `libraries` list, of its own name.
+        let libraryList = try #require(manifest.firstMatch(of: try Regex(#"let libraries = \[([^\]]*)\]"#))?.output[1].substring)
+        let products = Set(libraryList.matches(of: try Regex(#""([^"]+)""#)).compactMap { $0.output[1].substring.map(String.init) })
         let listed = readme.matches(of: try Regex(#"\.product\(name: "([^"]+)", package: "syncd"\)"#)).compactMap { $0.output[1].substring.map(String.init) }
         #expect(!listed.isEmpty)
         for name in listed { #expect(products.contains(name), "README lists a product \(name) that Package.swift does not declare") }
