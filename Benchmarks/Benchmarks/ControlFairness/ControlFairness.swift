@@ -25,6 +25,7 @@ let aloneMedianMetric = BenchmarkMetric.reported("GetStatus alone p50 (µs)")
 let loadedMedianMetric = BenchmarkMetric.reported("GetStatus under ListItems p50 (µs)")
 let itemsMetric = BenchmarkMetric.reported("ListItems items/s", .prefersLarger)
 let growthMetric = BenchmarkMetric.reported("RSS growth under attack (KiB)")
+let anonymousGrowthMetric = BenchmarkMetric.reported("anonymous RSS growth under attack (KiB)")
 
 let benchmarks: @Sendable () -> Void = {
     fairness()
@@ -39,7 +40,7 @@ let fairness: @Sendable () -> Void = {
     Benchmark(
         "GetStatus under \(clients) ListItems clients, \(items) items",
         configuration: .counting(
-            [aloneMedianMetric, aloneMetric, loadedMedianMetric, loadedMetric, itemsMetric, growthMetric], wallClock: false,
+            [aloneMedianMetric, aloneMetric, loadedMedianMetric, loadedMetric, itemsMetric, growthMetric, anonymousGrowthMetric], wallClock: false,
             timeUnits: .microseconds, maxDuration: .seconds(900), maxIterations: 1),
         rig: "control-fairness",
         setUp: { try await ScrapeRig(feeds: 1, items: items) },
@@ -89,6 +90,7 @@ let fairness: @Sendable () -> Void = {
         benchmark.measurement(loadedMetric, Int(percentile(loaded, 0.99)))
         benchmark.measurement(itemsMetric, Int(itemsPerSecond))
         benchmark.measurement(growthMetric, growth.grown)
+        benchmark.measurement(anonymousGrowthMetric, growth.anonymousGrown)
         let failed = failures.withLock { $0 }
         print(String(
             format: """
@@ -297,12 +299,14 @@ func attackCalls() -> (call: [UInt8], watch: [UInt8]) {
 
 /// syncd's RSS before and at its peak while 16 connections pipeline 127 calls of ~64 KiB each
 /// (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
-func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: Int) {
+func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: Int, anonymousGrown: Int) {
     // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones.
     let connections = knob("ATTACK_CONNECTIONS", default: 16)
     let (call, watch) = attackCalls()
     try warmUp(rig, connections: connections)
     let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
+    // The heap alone: code the attack's paths fault in is file-backed and counts in VmRSS only.
+    let anonymousBefore = procKiB(pid: rig.syncdPID, file: "status", "RssAnon")
     let sockets = try (0..<connections).map { _ in
         let fd = try connectUnix(rig.controlSocket)
         _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -313,6 +317,7 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
     var sent = [Int](repeating: 0, count: sockets.count)
     var offset = [Int](repeating: 0, count: sockets.count)
     var peak = before
+    var anonymousPeak = anonymousBefore
     let deadline = ContinuousClock.now + .seconds(5)
     while ContinuousClock.now < deadline {
         for (index, fd) in sockets.enumerated() where sent[index] < 127 {
@@ -325,7 +330,8 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
             }
         }
         peak = max(peak, procKiB(pid: rig.syncdPID, file: "status", "VmRSS"))
+        anonymousPeak = max(anonymousPeak, procKiB(pid: rig.syncdPID, file: "status", "RssAnon"))
         usleep(1_000)
     }
-    return (before, peak, peak - before)
+    return (before, peak, peak - before, anonymousPeak - anonymousBefore)
 }
