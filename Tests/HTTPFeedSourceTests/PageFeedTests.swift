@@ -32,6 +32,20 @@ struct PageFeedTests {
         }
     }
 
+    /// A server holding `items` and a feed of it at `perPage` items per page, backfilled to the end.
+    func withBackfilledFeed(
+        items: Int, perPage: Int, configuration: SyncConfiguration = Self.configuration(),
+        _ body: (GitHubStyleServer, FeedCoordinator<ContinuousClock>, SQLiteFeedStore) async throws -> Void
+    ) async throws {
+        try await withGitHubStyleServer { server in
+            try await server.add(items)
+            try await withFeed(server, perPage: perPage, configuration: configuration) { feed, store in
+                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == items && !$0.older.load.isLoading }
+                try await body(server, feed, store)
+            }
+        }
+    }
+
     func expectMirror(_ store: SQLiteFeedStore, _ server: GitHubStyleServer, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let stored = try await store.items(feed: "issues", offset: 0, limit: 100_000)
         let truth = try await server.items()
@@ -43,62 +57,50 @@ struct PageFeedTests {
     /// the edited bytes replace the stored ones and nothing moves or repeats.
     @Test("Items edited on page 1 are replaced in place by the next refresh")
     func editsOnTheFirstPageReachTheStore() async throws {
-        try await withGitHubStyleServer { server in
-            try await server.add(40)
-            try await withFeed(server, perPage: 30) { feed, store in
-                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 40 && !$0.older.load.isLoading }
-                let newest = try await server.items().prefix(3).map(\.id)
-                try await server.edit(id: newest[0], title: "retitled \"once\" ☃")
-                try await server.edit(id: newest[2], title: "")
-                await feed.refresh()
-                try await waitUntil("the edits are stored") {
-                    let stored = try await store.items(feed: "issues", offset: 0, limit: 3).map(\.payload)
-                    return stored == (try await server.items().prefix(3).map(\.payload))
-                }
-                try await expectMirror(store, server)
-                #expect(await feed.state.itemCount == 40)
+        try await withBackfilledFeed(items: 40, perPage: 30) { server, feed, store in
+            let newest = try await server.items().prefix(3).map(\.id)
+            try await server.edit(id: newest[0], title: "retitled \"once\" ☃")
+            try await server.edit(id: newest[2], title: "")
+            await feed.refresh()
+            try await waitUntil("the edits are stored") {
+                let stored = try await store.items(feed: "issues", offset: 0, limit: 3).map(\.payload)
+                return stored == (try await server.items().prefix(3).map(\.payload))
             }
+            try await expectMirror(store, server)
+            #expect(await feed.state.itemCount == 40)
         }
     }
 
     @Test("75 new items at 30 per page: refresh walks pages 1 to 3 and stores every one, in order")
     func refreshWalksDownToTheStoredItems() async throws {
-        try await withGitHubStyleServer { server in
-            try await server.add(40)
-            try await withFeed(server, perPage: 30) { feed, store in
-                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 40 && !$0.older.load.isLoading }
-                try await server.add(75)
-                let before = try await server.received().count
-                await feed.refresh()
-                try await waitFor(feed, "refresh") { $0.itemCount == 115 && !$0.newer.load.isLoading && $0.gap == nil }
-                try await expectMirror(store, server)
-                let pages = try await server.received().dropFirst(before).map(\.path)
-                #expect(pages.count == 3, "page 1, then the gap's pages 2 and 3, where it met stored items: \(pages)")
-                #expect(await feed.state.newer.load == .loaded)
-            }
+        try await withBackfilledFeed(items: 40, perPage: 30) { server, feed, store in
+            try await server.add(75)
+            let before = try await server.received().count
+            await feed.refresh()
+            try await waitFor(feed, "refresh") { $0.itemCount == 115 && !$0.newer.load.isLoading && $0.gap == nil }
+            try await expectMirror(store, server)
+            let pages = try await server.received().dropFirst(before).map(\.path)
+            #expect(pages.count == 3, "page 1, then the gap's pages 2 and 3, where it met stored items: \(pages)")
+            #expect(await feed.state.newer.load == .loaded)
         }
     }
 
     @Test("a gap longer than the bound is shown, not hidden, and the next refresh closes it")
     func anUnclosedGapIsVisible() async throws {
-        try await withGitHubStyleServer { server in
-            try await server.add(12)
-            try await withFeed(server, perPage: 5, configuration: Self.configuration(gapPageLimit: 2)) { feed, store in
-                try await waitFor(feed, "backfill to the end") { $0.endReached && $0.itemCount == 12 && !$0.older.load.isLoading }
-                try await server.add(23)  // five pages of new items
-                await feed.refresh()
-                try await waitFor(feed, "the bound") { $0.newer.load.failure != nil }
-                let state = await feed.state
-                #expect(state.gap == FeedGap(cursor: server.url(query: "per_page=5&page=3").absoluteString, pages: 2, items: 10))
-                #expect(state.newer.load.failure?.error.message.contains("gap not closed") == true)
-                // Each refresh goes on from the gap: pages 3 and 4, then page 5 meets the stored items.
-                await feed.refresh()
-                try await waitFor(feed, "the second refresh") { !$0.newer.load.isLoading && $0.gap?.pages == 4 }
-                #expect(await feed.state.newer.load.failure != nil)
-                await feed.refresh()
-                try await waitFor(feed, "the third refresh") { $0.gap == nil && !$0.newer.load.isLoading && $0.newer.load.failure == nil }
-                try await expectMirror(store, server)
-            }
+        try await withBackfilledFeed(items: 12, perPage: 5, configuration: Self.configuration(gapPageLimit: 2)) { server, feed, store in
+            try await server.add(23)  // five pages of new items
+            await feed.refresh()
+            try await waitFor(feed, "the bound") { $0.newer.load.failure != nil }
+            let state = await feed.state
+            #expect(state.gap == FeedGap(cursor: server.url(query: "per_page=5&page=3").absoluteString, pages: 2, items: 10))
+            #expect(state.newer.load.failure?.error.message.contains("gap not closed") == true)
+            // Each refresh goes on from the gap: pages 3 and 4, then page 5 meets the stored items.
+            await feed.refresh()
+            try await waitFor(feed, "the second refresh") { !$0.newer.load.isLoading && $0.gap?.pages == 4 }
+            #expect(await feed.state.newer.load.failure != nil)
+            await feed.refresh()
+            try await waitFor(feed, "the third refresh") { $0.gap == nil && !$0.newer.load.isLoading && $0.newer.load.failure == nil }
+            try await expectMirror(store, server)
         }
     }
 

@@ -36,6 +36,18 @@ final class MonitorHarness: Sendable {
         consumer.cancel()
     }
 
+    /// As root, a harness whose first verdict has settled online through the client link: where
+    /// most tests start, before they change the topology.
+    static func settledOnline(
+        destination: Destination = .internet, receiveBufferSize: Int = 8 << 20, onMonitorThread: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> MonitorHarness {
+        try Privileges.requireRoot()
+        let h = try await MonitorHarness(destination: destination, receiveBufferSize: receiveBufferSize, onMonitorThread: onMonitorThread)
+        try await h.expectSettled("initial", sourceLocation: sourceLocation) { $0.isOnline(via: VethTopology.clientLink) }
+        return h
+    }
+
     var verdicts: [Verdict] { recorded.values.withLock { $0 } }
     /// The thread that received each verdict.
     var consumerThreads: [Int32?] { recorded.threads.withLock { $0 } }

@@ -13,17 +13,13 @@ struct NamespaceMonitorTests {
     let link = VethTopology.clientLink
 
     @Test func startsOnlineThroughTheDefaultRoute() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         let stats = h.monitor.statistics
         #expect(stats.receiveBufferBytes >= 8 << 20, "receive buffer \(stats.receiveBufferBytes)")
     }
 
     @Test func peerDownIsNoCarrierAndPeerUpIsOnline() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         // Carrier loss and gain only mark routes linkdown and back, silently: the monitor must
         // re-read them after each. The re-read after a loss comes just after the loss is
         // published, so each is waited for before the next change: a change that came first
@@ -39,9 +35,7 @@ struct NamespaceMonitorTests {
     }
 
     @Test func aConsumerOnTheMonitorsExecutorFollowsCarrierOnTheMonitorsThread() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness(destination: .addresses([IPAddress("198.51.100.7")!]), onMonitorThread: true)
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline(destination: .addresses([IPAddress("198.51.100.7")!]), onMonitorThread: true)
         try await h.server("link", "set", VethTopology.serverLink, "down")
         try await h.expectSettled("peer down") { $0.isOffline(.noCarrier) }
         try await h.client("link", "set", link, "down")
@@ -56,9 +50,7 @@ struct NamespaceMonitorTests {
     }
 
     @Test func adminDownThenUpWithNothingReaddedHasNoRoute() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         try await h.client("link", "set", link, "down")
         try await h.expectSettled("admin down") { $0.isOffline(.noCarrier) }
         // The kernel flushed the IPv4 routes without RTM_DELROUTE: a delta-only monitor says online here.
@@ -69,10 +61,8 @@ struct NamespaceMonitorTests {
     }
 
     @Test func carrierLossIsPublishedAheadOfLibnlThenInFull() async throws {
-        try Privileges.requireRoot()
         let host = IPAddress("198.51.100.7")!
-        let h = try await MonitorHarness(destination: .addresses([host]))
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline(destination: .addresses([host]))
 
         let peerDownAhead = try await loseCarrierUntilPublishedAhead(h, "peer down") {
             try await h.server("link", "set", VethTopology.serverLink, "down")
@@ -145,9 +135,7 @@ struct NamespaceMonitorTests {
     }
 
     @Test func addressRemovalIsNoAddress() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         try await h.client("addr", "del", "\(VethTopology.clientAddress)/24", "dev", link)
         try await h.expectSettled("address removed") { $0.isOffline(.noAddress) }
         try await h.client("addr", "add", "\(VethTopology.clientAddress)/24", "dev", link)
@@ -158,9 +146,7 @@ struct NamespaceMonitorTests {
     }
 
     @Test func defaultRouteRemoveAndAdd() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         try await h.client("route", "del", "default")
         try await h.expectSettled("default route removed") { $0.isOffline(.noRoute) }
         try await h.client("route", "add", "default", "via", VethTopology.serverAddress)
@@ -168,10 +154,8 @@ struct NamespaceMonitorTests {
     }
 
     @Test func moreSpecificRouteReachesTheDestinationWithoutADefault() async throws {
-        try Privileges.requireRoot()
         let host = IPAddress("198.51.100.7")!
-        let h = try await MonitorHarness(destination: .addresses([host]))
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline(destination: .addresses([host]))
         try await h.client("route", "del", "default")
         try await h.expectSettled("no default") { $0.isOffline(.noRoute) }
         try await h.client("route", "add", "198.51.100.0/24", "via", VethTopology.serverAddress)
@@ -187,9 +171,7 @@ struct NamespaceMonitorTests {
     }
 
     @Test func ipv6DefaultRouteWithTentativeAddress() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         try await h.server("addr", "add", "fd00:77::2/64", "dev", VethTopology.serverLink, "nodad")
         // Duplicate address detection slowed to three probes 20 s apart, so the address stays
         // tentative for a minute, twice the hang guard: however late the steps below run, they
@@ -213,10 +195,8 @@ struct NamespaceMonitorTests {
     }
 
     @Test func routeBurstOverflowsTheBufferAndResyncs() async throws {
-        try Privileges.requireRoot()
         // A tiny buffer (the kernel's minimum) so a burst overflows it.
-        let h = try await MonitorHarness(receiveBufferSize: 4096)
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline(receiveBufferSize: 4096)
         // A slow observer holds the monitor's thread during each burst, as a busy consumer
         // would: the kernel keeps queueing notifications and the small buffer overflows for
         // certain, however the scheduler places the reader (on one core it can otherwise keep up).

@@ -13,9 +13,7 @@ struct RouteAliasTests {
     let link = VethTopology.clientLink
 
     @Test func ipv4AppendPrependReplaceAndDeleteOneAlias() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         let prefix = "198.18.0.0/24"
         try await h.client("route", "add", prefix, "via", "10.77.0.2")
         try await h.client("route", "append", prefix, "via", "10.77.0.3")
@@ -48,9 +46,7 @@ struct RouteAliasTests {
     }
 
     @Test func ipv6MultipathSiblingsAndTwins() async throws {
-        try Privileges.requireRoot()
-        let h = try await MonitorHarness()
-        try await h.expectSettled("initial") { $0.isOnline(via: link) }
+        let h = try await MonitorHarness.settledOnline()
         try await h.client("address", "add", "fd00:77::1/64", "dev", link, "nodad")
         let prefix = "2001:db8:5::/48"
         try await h.client("-6", "route", "add", prefix, "via", "fd00:77::2", "dev", link)

@@ -260,9 +260,7 @@ struct FeedCoordinatorTests {
         await store.release()
         try await store.waitUntilHolding(commit: 3)
         await store.release()
-        try await expectBackfillEnded(feed, holding: 5...9)
-        await Task.megaYield()
-        #expect(await source.callCount == 3, "one request per page, none after the end")
+        try await expectBackfillEnded(feed, holding: 5...9, askedOf: source, requests: 3)
         #expect(await source.cancelled.isEmpty)
     }
 
@@ -282,9 +280,7 @@ struct FeedCoordinatorTests {
             try await store.waitUntilHolding(commit: commit)
             await store.release()
         }
-        try await expectBackfillEnded(feed, holding: 10...20)
-        await Task.megaYield()
-        #expect(await source.callCount == 6, "one request per page, none after the end")
+        try await expectBackfillEnded(feed, holding: 10...20, askedOf: source, requests: 6)
         #expect(await source.cancelled.isEmpty)
     }
 
@@ -331,9 +327,7 @@ struct FeedCoordinatorTests {
             try await store.waitUntilHolding(commit: commit)
             await store.release()
         }
-        try await expectBackfillEnded(feed, holding: 14...20)
-        await Task.megaYield()
-        #expect(await source.callCount == 4, "one request per page, none after the end")
+        try await expectBackfillEnded(feed, holding: 14...20, askedOf: source, requests: 4)
     }
 
     /// Starts a backfill whose first page (20, 19) is held in its commit, and answers the pages
@@ -555,6 +549,18 @@ struct FeedCoordinatorTests {
         #expect(try await feed.items().map(\.id) == range.reversed().map(String.init), sourceLocation: sourceLocation)
     }
 
+    /// As ``expectBackfillEnded(_:holding:sourceLocation:)``, and then, once anything late has had
+    /// its turn, that `source` was asked exactly `requests` times: one request per page, none
+    /// after the end.
+    private func expectBackfillEnded(
+        _ feed: FeedCoordinator<ManualClock>, holding range: ClosedRange<Int>, askedOf source: ScriptedSource, requests: Int,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        try await expectBackfillEnded(feed, holding: range, sourceLocation: sourceLocation)
+        await Task.megaYield()
+        #expect(await source.callCount == requests, "one request per page, none after the end", sourceLocation: sourceLocation)
+    }
+
     /// After a group of four pages (page 5, the feed's last, answered): the last page commits
     /// alone, the backfill ends holding 10...20, and no request follows the sixth.
     private func expectLastPageCommittedAlone(
@@ -563,19 +569,17 @@ struct FeedCoordinatorTests {
     ) async throws {
         try await store.waitUntilHolding(commit: 3)
         await store.release()
-        try await expectBackfillEnded(feed, holding: 10...20, sourceLocation: sourceLocation)
+        try await expectBackfillEnded(feed, holding: 10...20, askedOf: source, requests: 6, sourceLocation: sourceLocation)
         #expect(await store.transactionSizes == [1, 4, 1], sourceLocation: sourceLocation)
-        await Task.megaYield()
-        #expect(await source.callCount == 6, "one request per page, none after the end", sourceLocation: sourceLocation)
     }
 
-    /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
     /// Expects call `id` to ask for the older page at 11, and answers it with the feed's last item.
     private func answerLastOlderPage(_ source: ScriptedSource, _ id: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         #expect(try await source.call(id) == .init(id: id, direction: "older", cursor: "11"), sourceLocation: sourceLocation)
         try await source.respond(id, page(["10"], older: nil, newer: nil))
     }
 
+    /// Expects older request `id` at `cursor` and answers it with the two items below the cursor.
     private func answerOlder(_ source: ScriptedSource, _ id: Int, cursor: String) async throws {
         #expect(try await source.call(id) == .init(id: id, direction: "older", cursor: cursor))
         let top = try #require(Int(cursor)) - 1

@@ -40,7 +40,11 @@ struct QuietReleaseTests {
         }
     }
 
-    @Test func runsOncePerBurstAfterTheQuietPeriod() async throws {
+    /// Runs `body` beside a release with a quiet period of one second on `clock`, following the
+    /// `activity` that `body` feeds through `events`, and counting its `runs`.
+    private func withRelease(
+        _ body: (_ clock: ManualClock, _ runs: Runs, _ events: AsyncStream<Int>.Continuation, _ activity: CountedActivity) async throws -> Void
+    ) async throws {
         let clock = ManualClock()
         let runs = Runs()
         let (stream, events) = AsyncStream.makeStream(of: Int.self)
@@ -48,44 +52,43 @@ struct QuietReleaseTests {
         let release = QuietRelease(quiet: .seconds(1), clock: clock) { runs.add() }
         let task = Task { await release.run(following: activity) }
         defer { task.cancel() }
+        try await body(clock, runs, events, activity)
+    }
 
-        // A burst: many events, one run once they stop. Time moves only once all are counted,
-        // and only while the quiet wait sleeps (it sleeps again if it began before the last one).
-        for event in 0..<50 { events.yield(event) }
-        try await activity.waitUntilCounted(50)
-        try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "the first burst is released") { runs.value == 1 }
+    @Test func runsOncePerBurstAfterTheQuietPeriod() async throws {
+        try await withRelease { clock, runs, events, activity in
+            // A burst: many events, one run once they stop. Time moves only once all are counted,
+            // and only while the quiet wait sleeps (it sleeps again if it began before the last one).
+            for event in 0..<50 { events.yield(event) }
+            try await activity.waitUntilCounted(50)
+            try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "the first burst is released") { runs.value == 1 }
 
-        // Quiet: nothing sleeps, and nothing more runs however long nothing happens.
-        try await waitUntil("the quiet wait has ended") { clock.sleepers.isEmpty }
-        await clock.advance(by: .seconds(3600))
-        await Task.megaYield()
-        #expect(runs.value == 1)
+            // Quiet: nothing sleeps, and nothing more runs however long nothing happens.
+            try await waitUntil("the quiet wait has ended") { clock.sleepers.isEmpty }
+            await clock.advance(by: .seconds(3600))
+            await Task.megaYield()
+            #expect(runs.value == 1)
 
-        // The next burst, another run.
-        events.yield(50)
-        try await activity.waitUntilCounted(51)
-        try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "the second burst is released") { runs.value == 2 }
+            // The next burst, another run.
+            events.yield(50)
+            try await activity.waitUntilCounted(51)
+            try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "the second burst is released") { runs.value == 2 }
+        }
     }
 
     @Test func waitsWhileActivityGoesOn() async throws {
-        let clock = ManualClock()
-        let runs = Runs()
-        let (stream, events) = AsyncStream.makeStream(of: Int.self)
-        let activity = CountedActivity(events: stream)
-        let release = QuietRelease(quiet: .seconds(1), clock: clock) { runs.add() }
-        let task = Task { await release.run(following: activity) }
-        defer { task.cancel() }
-
-        // An event every 200 ms for 4 s: never a second without one. Each step waits until the
-        // event is counted and the quiet wait sleeps past the step.
-        for event in 0..<20 {
-            events.yield(event)
-            try await activity.waitUntilCounted(event + 1)
-            try await waitUntil("the quiet wait sleeps") { !clock.sleepers.isEmpty }
-            await clock.advance(by: .milliseconds(200))
+        try await withRelease { clock, runs, events, activity in
+            // An event every 200 ms for 4 s: never a second without one. Each step waits until the
+            // event is counted and the quiet wait sleeps past the step.
+            for event in 0..<20 {
+                events.yield(event)
+                try await activity.waitUntilCounted(event + 1)
+                try await waitUntil("the quiet wait sleeps") { !clock.sleepers.isEmpty }
+                await clock.advance(by: .milliseconds(200))
+            }
+            #expect(runs.value == 0)
+            try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "released after the activity stops") { runs.value == 1 }
         }
-        #expect(runs.value == 0)
-        try await clock.advance(by: .seconds(1), eachTimeAsleepUntil: "released after the activity stops") { runs.value == 1 }
     }
 
     @Test func endsWithItsActivity() async {

@@ -12,13 +12,16 @@ struct SyncctlCommandTests {
         var stderr: String
     }
 
-    /// Runs syncctl on its own thread (see ``runCommand(_:)``) and captures everything.
-    /// A copy of syncctl that `nobody` can run: the build tree under /root usually is out of its
-    /// reach. The caller removes the copy's directory.
-    static func syncctlForNobody() async throws -> String {
-        try await BuildProducts.copy("syncctl", to: try makeSocketDirectory() + "/syncctl")
+    /// Runs `body`, as root, with a control server at `path` and `copy`, a copy of syncctl that
+    /// `nobody` can run: the build tree under /root usually is out of its reach.
+    static func withSyncctlForNobody(_ body: @Sendable (_ copy: String, _ path: String) async throws -> Void) async throws {
+        try Privileges.requireRoot()
+        let copy = try await BuildProducts.copy("syncctl", to: try makeSocketDirectory() + "/syncctl")
+        defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
+        try await withControlServer { path in try await body(copy, path) }
     }
 
+    /// Runs syncctl on its own thread (see ``runCommand(_:)``) and captures everything.
     static func syncctl(_ arguments: [String], environment: [String: String] = [:], asUser uid: Int? = nil, binary: String? = nil) async throws -> Result {
         let binary = try binary ?? BuildProducts.path("syncctl")
         let prefix = uid.map { ["setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []
@@ -116,10 +119,7 @@ struct SyncctlCommandTests {
 
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
     func unprivilegedUserIsToldWhy() async throws {
-        try Privileges.requireRoot()
-        let copy = try await Self.syncctlForNobody()
-        defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
-        try await withControlServer { path in
+        try await Self.withSyncctlForNobody { copy, path in
             let denied = try await Self.syncctl(["refresh", "home", "--socket", path], asUser: 65534, binary: copy)
             #expect(denied.status == 1)
             #expect(denied.stderr == "permission denied: Refresh needs root or membership in syncd's control group\n")
@@ -199,10 +199,7 @@ struct SyncctlCommandTests {
     /// A socket the user may not open is reported as such, not as syncd not running.
     @Test(.enabled(if: Privileges.rootTestsEnabled, Comment(rawValue: Privileges.skipReason)))
     func socketPermissionDeniedIsNotNotRunning() async throws {
-        try Privileges.requireRoot()
-        let copy = try await Self.syncctlForNobody()
-        defer { try? FileManager.default.removeItem(atPath: (copy as NSString).deletingLastPathComponent) }
-        try await withControlServer { path in
+        try await Self.withSyncctlForNobody { copy, path in
             chmod((path as NSString).deletingLastPathComponent, 0o700)
             let denied = try await Self.syncctl(["status", "--socket", path], asUser: 65534, binary: copy)
             #expect(denied.status == 1)
