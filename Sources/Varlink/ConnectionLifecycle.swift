@@ -132,8 +132,8 @@ final class ConnectionLifecycle: Sendable {
     /// would wait for ever: the connection closes as flooding.
     func mayRead(_ bytes: Int) -> Bool {
         let (allowed, flooding) = state.withLock { state -> (Bool, Bool) in
-            // What the decoder throws away costs nothing to read, and a socket closed with
-            // unread bytes is reset, which can lose the error reply sent before the close.
+            // What the decoder throws away costs nothing to read, and a Unix socket closed with
+            // bytes unread ends its peer's reading with ECONNRESET instead of end-of-file.
             if state.draining { return (true, false) }
             guard state.phase != .closing else { return (false, false) }
             if state.readReserved > 0 { return (true, false) }

@@ -15,8 +15,8 @@ final class ReadGate: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let lifecycle: ConnectionLifecycle
-    /// The most one read can bring (the channel's receive allocator's maximum, one read per
-    /// `read()`).
+    /// The most one `read()` can bring in: the channel's reads per wake-up times its receive
+    /// allocator's maximum.
     private let readSize: Int
     /// A read was asked for and withheld.
     private var readWanted = false

@@ -303,8 +303,9 @@ public final class VarlinkServer: Sendable {
     }
 
     /// Why `peer` may not have a slot now, or `nil` when it may.
-    /// The most one read of a connection brings in.
+    /// The most one read the gate lets through brings in, and in how many reads of the socket.
     private static let maxReadSize = 16 * 1024
+    private static let readsPerWakeUp = 4
 
     private static func refusal(of peer: VarlinkPeer, in state: State, configuration: Configuration) -> Refusal? {
         if state.stopping { return .stopping }
@@ -333,15 +334,18 @@ public final class VarlinkServer: Sendable {
         // What it held goes back to the user's budget on every path out, whatever was read.
         defer { lifecycle.releaseQueue() }
         // A read must fit the user's bound, or a user's first read could never be made.
-        let readSize = max(64, min(Self.maxReadSize, configuration.maxQueuedBytesPerUser))
+        let readSize = max(64 * Self.readsPerWakeUp, min(Self.maxReadSize, configuration.maxQueuedBytesPerUser))
         let channel: NIOAsyncChannel<VarlinkFrame, ByteBuffer>
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
                 .channelOption(.allowRemoteHalfClosure, value: true)
-                // One read of at most 16 KiB per read the gate lets through: what a connection
-                // can hold beyond its bounds is that one read.
-                .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: min(2048, readSize), maximum: readSize))
-                .channelOption(.maxMessagesPerRead, value: 1)
+                // At most `readSize` per read the gate lets through, in up to four reads of a
+                // quarter of it: the gate reserves room for all of it. Several reads per wake-up
+                // take a short burst whole (an oversized message is read to its end before the
+                // error reply's close, so the client sees end-of-file, not a reset).
+                .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(
+                    minimum: 64, initial: min(2048, readSize / Self.readsPerWakeUp), maximum: readSize / Self.readsPerWakeUp))
+                .channelOption(.maxMessagesPerRead, value: UInt(Self.readsPerWakeUp))
                 .withConnectedSocket(socket.fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ReadGate(lifecycle: lifecycle, readSize: readSize))
