@@ -263,30 +263,15 @@ extension JSONScanner {
     private mutating func members(
         depth: Int, _ body: (inout JSONScanner, [UInt8]) throws(JSONSyntaxError) -> Void
     ) throws(JSONSyntaxError) {
-        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
-        index += 1  // {
-        skipWhitespace()
-        if peek() == UInt8(ascii: "}") {
-            index += 1
-            return
-        }
-        while true {
+        if try enter(depth: depth, closedBy: UInt8(ascii: "}")) { return }
+        repeat {
             skipWhitespace()
             guard let quote = peek() else { throw truncated() }
             guard quote == UInt8(ascii: "\"") else { throw syntax("expected a member name but found \(describe(quote))") }
             let key = try string()
-            skipWhitespace()
-            guard let colon = peek() else { throw truncated() }
-            guard colon == UInt8(ascii: ":") else { throw syntax("expected ':' but found \(describe(colon))") }
-            index += 1
-            skipWhitespace()
+            try memberColon()
             try body(&self, key)
-            skipWhitespace()
-            guard let next = peek() else { throw truncated() }
-            index += 1
-            if next == UInt8(ascii: "}") { return }
-            guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or '}' but found \(describe(next))", at: index - 1) }
-        }
+        } while try !closes(UInt8(ascii: "}"))
     }
 
     /// Steps through an array at `index`, handing each element's position to `body` with the
@@ -294,23 +279,12 @@ extension JSONScanner {
     private mutating func elements(
         depth: Int, _ body: (inout JSONScanner, Int) throws(JSONSyntaxError) -> Void
     ) throws(JSONSyntaxError) {
-        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
-        index += 1  // [
-        skipWhitespace()
-        if peek() == UInt8(ascii: "]") {
-            index += 1
-            return
-        }
+        if try enter(depth: depth, closedBy: UInt8(ascii: "]")) { return }
         var position = 0
-        while true {
+        repeat {
             skipWhitespace()
             try body(&self, position)
             position += 1
-            skipWhitespace()
-            guard let next = peek() else { throw truncated() }
-            index += 1
-            if next == UInt8(ascii: "]") { return }
-            guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or ']' but found \(describe(next))", at: index - 1) }
-        }
+        } while try !closes(UInt8(ascii: "]"))
     }
 }

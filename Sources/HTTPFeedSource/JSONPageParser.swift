@@ -132,14 +132,8 @@ struct JSONScanner {
 
     /// Scans an object; at depth 1 with `captureID`, returns the id member's value.
     mutating func object(depth: Int, captureID: Bool) throws(JSONSyntaxError) -> String? {
-        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
-        index += 1  // {
         var id: String?
-        skipWhitespace()
-        if peek() == UInt8(ascii: "}") {
-            index += 1
-            return nil
-        }
+        if try enter(depth: depth, closedBy: UInt8(ascii: "}")) { return nil }
         while true {
             skipWhitespace()
             guard let quote = peek() else { throw truncated() }
@@ -156,22 +150,14 @@ struct JSONScanner {
                     isID = Self.equal(bytes[key], idKey)
                 }
             }
-            skipWhitespace()
-            guard let colon = peek() else { throw truncated() }
-            guard colon == UInt8(ascii: ":") else { throw syntax("expected ':' but found \(describe(colon))") }
-            index += 1
-            skipWhitespace()
+            try memberColon()
             if isID {
                 guard id == nil else { throw syntax("the id member appears twice in one item") }
                 id = try idValue()
             } else {
                 try value(depth: depth)
             }
-            skipWhitespace()
-            guard let next = peek() else { throw truncated() }
-            index += 1
-            if next == UInt8(ascii: "}") { return id }
-            guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or '}' but found \(describe(next))", at: index - 1) }
+            if try closes(UInt8(ascii: "}")) { return id }
         }
     }
 
@@ -213,22 +199,50 @@ struct JSONScanner {
     }
 
     mutating func array(depth: Int) throws(JSONSyntaxError) {
-        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
-        index += 1  // [
-        skipWhitespace()
-        if peek() == UInt8(ascii: "]") {
-            index += 1
-            return
-        }
-        while true {
+        if try enter(depth: depth, closedBy: UInt8(ascii: "]")) { return }
+        repeat {
             skipWhitespace()
             try value(depth: depth)
-            skipWhitespace()
-            guard let next = peek() else { throw truncated() }
-            index += 1
-            if next == UInt8(ascii: "]") { return }
-            guard next == UInt8(ascii: ",") else { throw syntax("expected ',' or ']' but found \(describe(next))", at: index - 1) }
+        } while try !closes(UInt8(ascii: "]"))
+    }
+
+    // The three steps every object and array takes, for the page scan and the envelope scan
+    // alike. Inlined: they run at every member and element of a page.
+
+    /// Steps into the object or array that opens at `index`, nested `depth` deep; true when it
+    /// is empty, with its `close` byte stepped over too.
+    @inline(__always)
+    mutating func enter(depth: Int, closedBy close: UInt8) throws(JSONSyntaxError) -> Bool {
+        guard depth <= maxDepth else { throw JSONSyntaxError(message: "nesting deeper than \(maxDepth) at byte \(index)") }
+        index += 1
+        skipWhitespace()
+        guard peek() == close else { return false }
+        index += 1
+        return true
+    }
+
+    /// Steps over the `:` between a member's name and its value, and the white space about it.
+    @inline(__always)
+    mutating func memberColon() throws(JSONSyntaxError) {
+        skipWhitespace()
+        guard let colon = peek() else { throw truncated() }
+        guard colon == UInt8(ascii: ":") else { throw syntax("expected ':' but found \(describe(colon))") }
+        index += 1
+        skipWhitespace()
+    }
+
+    /// Steps over what follows a member or an element: a `,` (false, another follows) or the
+    /// container's `close` byte (true).
+    @inline(__always)
+    mutating func closes(_ close: UInt8) throws(JSONSyntaxError) -> Bool {
+        skipWhitespace()
+        guard let next = peek() else { throw truncated() }
+        index += 1
+        if next == close { return true }
+        guard next == UInt8(ascii: ",") else {
+            throw syntax("expected ',' or '\(Character(Unicode.Scalar(close)))' but found \(describe(next))", at: index - 1)
         }
+        return false
     }
 
     /// Scans and checks a string without decoding it: most strings in a page are only stepped

@@ -197,6 +197,23 @@ enum SyndicationParser {
         byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
     }
 
+    /// Where the first byte from `start` on that `isStop` takes stands outside a quoted value
+    /// ('…' or "…"), where markup's `>` and a document type's `[` mean nothing; `nil` if none.
+    static func firstUnquoted(in bytes: [UInt8], from start: Int, where isStop: (UInt8) -> Bool) -> Int? {
+        var quote: UInt8?
+        for at in start..<max(start, bytes.count) {
+            let byte = bytes[at]
+            if let open = quote {
+                if byte == open { quote = nil }
+            } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
+                quote = byte
+            } else if isStop(byte) {
+                return at
+            }
+        }
+        return nil
+    }
+
     /// `text` without leading and trailing XML white space.
     static func trimmed(_ text: String) -> String {
         let scalars = text.unicodeScalars
@@ -776,25 +793,14 @@ private struct Prolog {
                 guard let end = find("-->", from: index + 4) else { return }
                 index = end + 3
             } else if has("<!DOCTYPE", at: index) {
-                index += 9
-                var quote: UInt8?
-                while index < count {
-                    let byte = bytes[index]
-                    if let open = quote {
-                        if byte == open { quote = nil }
-                    } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
-                        quote = byte
-                    } else if byte == UInt8(ascii: "[") {
-                        // The subset's end is not needed: its presence alone refuses the body.
-                        let end = find("]", from: index + 1) ?? count
-                        internalSubset = (index + 1)..<end
-                        return
-                    } else if byte == UInt8(ascii: ">") {
-                        break
-                    }
-                    index += 1
+                let stop = SyndicationParser.firstUnquoted(in: bytes, from: index + 9) { $0 == UInt8(ascii: "[") || $0 == UInt8(ascii: ">") }
+                if let stop, bytes[stop] == UInt8(ascii: "[") {
+                    // The subset's end is not needed: its presence alone refuses the body.
+                    let end = find("]", from: stop + 1) ?? count
+                    internalSubset = (stop + 1)..<end
+                    return
                 }
-                index += 1
+                index = (stop ?? count) + 1
             } else if bytes[index] == UInt8(ascii: "<") {
                 rootStart = index
                 return
@@ -900,20 +906,8 @@ private struct TagScanner {
 
     /// Moves past the `>` that ends the markup at `index`, stepping over quoted values.
     private mutating func skipQuoted() -> Bool {
-        var quote: UInt8?
-        var at = index + 1
-        while at < bytes.count {
-            let byte = bytes[at]
-            if let open = quote {
-                if byte == open { quote = nil }
-            } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
-                quote = byte
-            } else if byte == UInt8(ascii: ">") {
-                index = at + 1
-                return true
-            }
-            at += 1
-        }
-        return false
+        guard let end = SyndicationParser.firstUnquoted(in: bytes, from: index + 1, where: { $0 == UInt8(ascii: ">") }) else { return false }
+        index = end + 1
+        return true
     }
 }

@@ -349,19 +349,13 @@ import Foundation
             }
             return
         }
+        // The timer goes, and so does the retry it would have made: `restore`, what the lane
+        // shows again if this load is abandoned, must not show one due.
+        dropTimer(direction)
         guard var lane = lanes[direction] else { return }
         lane.manual = chained ? lane.manual : manual
         lane.held = false
-        if let timer = lane.timer {
-            effects.append(.cancelTimer(direction, timer))
-            lane.timer = nil
-        }
-        if var failure = lane.load.failure {
-            failure.nextRetryAt = nil
-            lane.restore = .failed(failure)
-        } else {
-            lane.restore = lane.load
-        }
+        lane.restore = lane.load
         let token = nextToken()
         lane.paused = false
         lane.load = .loading

@@ -281,6 +281,11 @@ struct ConfigurationReader {
             }
             return value
         }
+        // A key that the chosen way of paging cannot do without.
+        func required<Value>(_ value: Value?, _ key: String, by choice: String, _ meaning: String) throws(ConfigurationError) -> Value {
+            guard let value else { throw error(t, key, "is required by \(choice): \(meaning)") }
+            return value
+        }
         if let items = try pointer("items") { descriptor.items = items }
         let idField = try string(t, "id_field"), id = try pointer("id")
         if idField != nil && id != nil { throw error(t, "id", "give either id (a JSON pointer) or id_field (a member name), not both") }
@@ -339,14 +344,11 @@ struct ConfigurationReader {
             }
         case "link"?: descriptor.older = .linkHeader
         case "next_url"?:
-            guard let nextURL else { throw error(t, "next_url", "is required by older = \"next_url\": the JSON pointer of the next page's URL, e.g. \"/links/next\"") }
-            descriptor.older = .bodyURL(nextURL)
+            descriptor.older = .bodyURL(try required(nextURL, "next_url", by: "older = \"next_url\"", "the JSON pointer of the next page's URL, e.g. \"/links/next\""))
         case "cursor"?:
-            guard let cursor else { throw error(t, "cursor", "is required by older = \"cursor\": the JSON pointer of the next page's cursor, e.g. \"/cursor\"") }
-            descriptor.older = .bodyCursor(cursor, parameter: cursorParameter ?? "cursor")
+            descriptor.older = .bodyCursor(try required(cursor, "cursor", by: "older = \"cursor\"", "the JSON pointer of the next page's cursor, e.g. \"/cursor\""), parameter: cursorParameter ?? "cursor")
         case "header"?:
-            guard let cursorHeader else { throw error(t, "cursor_header", "is required by older = \"header\": the response header carrying the next page's cursor") }
-            descriptor.older = .headerCursor(header: cursorHeader, parameter: cursorParameter ?? "cursor")
+            descriptor.older = .headerCursor(header: try required(cursorHeader, "cursor_header", by: "older = \"header\"", "the response header carrying the next page's cursor"), parameter: cursorParameter ?? "cursor")
         case "last_id"?:
             descriptor.older = .lastItemID(parameter: lastID ?? "starting_after")
         case "offset"?:
@@ -364,11 +366,9 @@ struct ConfigurationReader {
         case "auto"?: descriptor.newer = .automatic
         case "head"?: descriptor.newer = .head
         case "param"?:
-            guard let newerParameter else { throw error(t, "newer_param", "is required by newer = \"param\": the query parameter asking for the items just above an id, e.g. \"min_id\"") }
-            descriptor.newer = .idParameter(newerParameter)
+            descriptor.newer = .idParameter(try required(newerParameter, "newer_param", by: "newer = \"param\"", "the query parameter asking for the items just above an id, e.g. \"min_id\""))
         case "prev_url"?:
-            guard let previousURL else { throw error(t, "prev_url", "is required by newer = \"prev_url\": the JSON pointer of the newer page's URL, e.g. \"/links/prev\"") }
-            descriptor.newer = .bodyURL(previousURL)
+            descriptor.newer = .bodyURL(try required(previousURL, "prev_url", by: "newer = \"prev_url\"", "the JSON pointer of the newer page's URL, e.g. \"/links/prev\""))
         case let other?:
             throw error(t, "newer", "must be one of auto, param, prev_url, head (not '\(other)')")
         }

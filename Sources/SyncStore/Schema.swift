@@ -114,13 +114,7 @@ enum Schema {
     /// the same order. v5 adds a table and v6 changes values only, in the migration after.
     static let current = """
         CREATE TABLE feed (
-            id TEXT PRIMARY KEY NOT NULL,
-            older_cursor TEXT,
-            newer_cursor TEXT,
-            end_reached INTEGER NOT NULL DEFAULT 0,
-            has_loaded INTEGER NOT NULL DEFAULT 0,
-            last_sync_at REAL,
-            revision INTEGER NOT NULL DEFAULT 0,
+            \(feedColumnsV1),
             item_count INTEGER NOT NULL DEFAULT 0,
             gap_cursor TEXT,
             gap_floor INTEGER,
@@ -128,7 +122,27 @@ enum Schema {
             gap_items INTEGER NOT NULL DEFAULT 0,
             source TEXT
         );
-        CREATE TABLE item (
+        \(itemTableV4(named: "item"))
+        CREATE INDEX item_order ON item(feed, position DESC);
+        """
+
+    /// The feed table's columns as v1 made them. Written once for v1's step and the current
+    /// schema, so that a new store and an upgraded one cannot come to differ in them.
+    private static let feedColumnsV1 = """
+        id TEXT PRIMARY KEY NOT NULL,
+        older_cursor TEXT,
+        newer_cursor TEXT,
+        end_reached INTEGER NOT NULL DEFAULT 0,
+        has_loaded INTEGER NOT NULL DEFAULT 0,
+        last_sync_at REAL,
+        revision INTEGER NOT NULL DEFAULT 0
+        """
+
+    /// The item table as v4 rebuilds it, under `name`: v4 builds it beside the old one, a new
+    /// store builds it in place, and both must get the same columns and key.
+    private static func itemTableV4(named name: String) -> String {
+        """
+        CREATE TABLE \(name) (
             feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
             id TEXT NOT NULL,
             position INTEGER NOT NULL,
@@ -136,8 +150,8 @@ enum Schema {
             stored_at REAL,
             PRIMARY KEY (feed, id DESC)
         );
-        CREATE INDEX item_order ON item(feed, position DESC);
         """
+    }
 
     /// The schema's versions, each the steps from the one before; a store records the versions
     /// it has taken in GRDB's `grdb_migrations` table.
@@ -160,13 +174,7 @@ enum Schema {
             case .v1:
                 """
                 CREATE TABLE feed (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    older_cursor TEXT,
-                    newer_cursor TEXT,
-                    end_reached INTEGER NOT NULL DEFAULT 0,
-                    has_loaded INTEGER NOT NULL DEFAULT 0,
-                    last_sync_at REAL,
-                    revision INTEGER NOT NULL DEFAULT 0
+                    \(Schema.feedColumnsV1)
                 );
                 -- position orders a feed: larger is newer. Older pages go below the minimum,
                 -- newer pages above the maximum, so no existing row ever moves.
@@ -214,14 +222,7 @@ enum Schema {
             // The old table's pages stay in the file, free, and later items reuse them.
             case .v4:
                 """
-                CREATE TABLE item_v4 (
-                    feed TEXT NOT NULL REFERENCES feed(id) ON DELETE CASCADE,
-                    id TEXT NOT NULL,
-                    position INTEGER NOT NULL,
-                    payload BLOB NOT NULL,
-                    stored_at REAL,
-                    PRIMARY KEY (feed, id DESC)
-                );
+                \(Schema.itemTableV4(named: "item_v4"))
                 INSERT INTO item_v4 (feed, id, position, payload, stored_at)
                     SELECT feed, id, position, payload, stored_at FROM item ORDER BY feed, position DESC;
                 DROP TABLE item;
