@@ -370,7 +370,6 @@ public final class VarlinkServer: Sendable {
                 let connection = VarlinkServerConnection(
                     service: service, peer: socket.peer, outbound: outbound, logger: logger,
                     maxMessageSize: configuration.maxMessageSize, idleTimeout: configuration.idleTimeout,
-                    maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
                     lifecycle: lifecycle, floodError: configuration.floodError
                 )
                 try await connection.serve(inbound)

@@ -19,30 +19,12 @@ struct VarlinkServerConnection: Sendable {
     let logger: Logger
     let maxMessageSize: Int
     let idleTimeout: Duration
-    /// Bounds on the calls read but not yet answered: this connection's, and its user's.
-    let maxQueuedCalls: Int
-    let maxQueuedBytes: Int
+    /// Where the connection's reader, processor, idle timer and read gate agree on what happens
+    /// next, and what it may hold; made before the channel, whose read gate and decoder report
+    /// to it.
+    let lifecycle: ConnectionLifecycle
     /// The error a client gets before its connection closes for flooding.
     let floodError: VarlinkError
-    /// Where the connection's reader, processor, idle timer and read gate agree on what happens
-    /// next; made before the channel, whose read gate and decoder report to it.
-    let lifecycle: ConnectionLifecycle
-
-    init(
-        service: VarlinkService, peer: VarlinkPeer, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>, logger: Logger,
-        maxMessageSize: Int, idleTimeout: Duration, maxQueuedCalls: Int, maxQueuedBytes: Int, lifecycle: ConnectionLifecycle, floodError: VarlinkError
-    ) {
-        self.service = service
-        self.peer = peer
-        self.outbound = outbound
-        self.logger = logger
-        self.maxMessageSize = maxMessageSize
-        self.idleTimeout = idleTimeout
-        self.maxQueuedCalls = maxQueuedCalls
-        self.maxQueuedBytes = maxQueuedBytes
-        self.floodError = floodError
-        self.lifecycle = lifecycle
-    }
 
     /// Why one of the connection's tasks ended.
     private enum Ending: Sendable {
@@ -116,7 +98,7 @@ struct VarlinkServerConnection: Sendable {
         // The reader or the read gate may have seen the flood, and another task may have
         // ended the group first; either way the lifecycle knows.
         if lifecycle.isFlooded {
-            logger.notice("varlink: calls queued behind a stream beyond \(maxQueuedCalls) calls or \(maxQueuedBytes) bytes, closing connection")
+            logger.notice("varlink: calls queued behind a stream beyond \(lifecycle.maxQueuedCalls) calls or \(lifecycle.maxQueuedBytes) bytes, closing connection")
             await sendFarewell(VarlinkReply(error: floodError))
         }
     }
