@@ -92,19 +92,31 @@ final class ConnectionLifecycle: Sendable {
 
     var phase: Phase { state.withLock { $0.phase } }
 
-    /// Bytes just read from the socket: held, and charged to the user (against the room the
-    /// gate reserved for the read), until ``dequeued(bytes:)`` or ``discarded(bytes:)`` gives
-    /// them back.
+    /// Bytes just read from the socket: held, and charged to the user (out of the room the gate
+    /// reserved for the read, as far as it goes), until ``dequeued(bytes:)`` or
+    /// ``discarded(bytes:)`` gives them back. One read the gate lets through may bring several
+    /// of these; ``readEnded()`` gives back the room they did not use.
     func read(bytes: Int) {
         guard bytes > 0 else { return }
-        let reservation = state.withLock { state -> Int? in
+        let used = state.withLock { state -> Int? in
             guard !state.budgetReleased else { return nil }
             state.held += bytes
+            let used = min(bytes, state.readReserved)
+            state.readReserved -= used
+            return used
+        }
+        guard let used else { return }
+        budget?.read(bytes, against: used, for: uid)
+    }
+
+    /// The read the gate let through is over: the room it reserved and did not use goes back.
+    func readEnded() {
+        let leftover = state.withLock { state -> Int in
+            guard !state.budgetReleased else { return 0 }
             defer { state.readReserved = 0 }
             return state.readReserved
         }
-        guard let reservation else { return }
-        budget?.read(bytes, against: reservation, for: uid)
+        budget?.release(0, reservation: leftover, for: uid)
     }
 
     /// The decoder cut a whole call (or a too-large note) from what was read.

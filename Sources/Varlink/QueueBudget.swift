@@ -40,9 +40,8 @@ final class QueueBudget: Sendable {
         }
     }
 
-    /// A read for `uid` brought `bytes`, against `reservation` taken for it (0 when none was):
-    /// the bytes are held whatever the total, since they were read; room the read did not use
-    /// goes back.
+    /// A read for `uid` brought `bytes`, `reservation` of them out of room taken for it (0
+    /// when none was left): the bytes are held whatever the total, since they were read.
     func read(_ bytes: Int, against reservation: Int, for uid: UInt32) {
         change(uid) { state in
             state.held[uid, default: 0] += bytes

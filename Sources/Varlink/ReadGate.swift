@@ -44,6 +44,11 @@ final class ReadGate: ChannelDuplexHandler {
         context.fireChannelRead(data)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        lifecycle.readEnded()
+        context.fireChannelReadComplete()
+    }
+
     func read(context: ChannelHandlerContext) {
         if lifecycle.mayRead(readSize) {
             context.read()
