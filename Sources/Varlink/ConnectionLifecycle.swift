@@ -255,9 +255,6 @@ final class ConnectionLifecycle: Sendable {
         budget?.forget(self, of: uid)
     }
 
-    /// Bytes held now: calls not yet taken and the unfinished message.
-    var heldBytes: Int { state.withLock { $0.held } }
-
     /// Whether the connection closed because calls were queued behind a stream beyond the bounds.
     var isFlooded: Bool { state.withLock { $0.flooded } }
 

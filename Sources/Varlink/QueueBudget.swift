@@ -85,9 +85,4 @@ final class QueueBudget: Sendable {
     var total: Int {
         state.withLock { $0.held.values.reduce(0, +) }
     }
-
-    /// Bytes `uid`'s connections hold now.
-    func held(by uid: UInt32) -> Int {
-        state.withLock { $0.held[uid, default: 0] }
-    }
 }

@@ -302,11 +302,11 @@ public final class VarlinkServer: Sendable {
         }
     }
 
-    /// Why `peer` may not have a slot now, or `nil` when it may.
     /// The most one read the gate lets through brings in, and in how many reads of the socket.
     private static let maxReadSize = 16 * 1024
     private static let readsPerWakeUp = 4
 
+    /// Why `peer` may not have a slot now, or `nil` when it may.
     private static func refusal(of peer: VarlinkPeer, in state: State, configuration: Configuration) -> Refusal? {
         if state.stopping { return .stopping }
         let isRoot = peer.uid == 0

@@ -46,7 +46,7 @@ struct VarlinkServerConnection: Sendable {
             lifecycle.close(because: "connection ended")
             lifecycle.releaseQueue()
         }
-        _ = try await withThrowingTaskGroup(of: Ending.self) { group -> Ending? in
+        try await withThrowingTaskGroup(of: Ending.self) { group in
             group.addTask {
                 defer { queue.finish() }
                 // The read gate bounds the bytes; this bounds the calls: a full queue stops the
@@ -86,14 +86,13 @@ struct VarlinkServerConnection: Sendable {
                 await lifecycle.closed()
                 return lifecycle.isFlooded ? .flooding : .processorDone
             }
-            var last: Ending?
+            // The first task to end ends the others, unless it only saw the peer's end of input:
+            // the processor still answers what was queued.
             while let ending = try await group.next() {
-                last = ending
                 if case .inputEnded = ending { continue }
                 break
             }
             group.cancelAll()
-            return last
         }
         // The reader or the read gate may have seen the flood, and another task may have
         // ended the group first; either way the lifecycle knows.
