@@ -24,6 +24,7 @@ let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
 let nioHTTP1 = Target.Dependency.product(name: "NIOHTTP1", package: "swift-nio")
 let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
+let nioEmbedded = Target.Dependency.product(name: "NIOEmbedded", package: "swift-nio")
 let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 
 let package = Package(
@@ -249,7 +250,10 @@ let package = Package(
             // A GitHub-style server in Python, started by the tests: an oracle sharing no code with syncd.
             exclude: ["Oracle"]
         ),
-        .testTarget(name: "VarlinkTests", dependencies: ["Varlink", "SyncControl", "SyncCore", "SyncTerminal", "AsyncBroadcast", "TestSupport"]),
+        .testTarget(
+            name: "VarlinkTests",
+            dependencies: ["Varlink", "SyncControl", "SyncCore", "SyncTerminal", "AsyncBroadcast", "TestSupport", nioCore, nioEmbedded]
+        ),
         .testTarget(name: "AsyncBroadcastTests", dependencies: ["AsyncBroadcast"]),
         .testTarget(name: "SyncMetricsTests", dependencies: ["SyncMetrics", "SyncCore", "ConnectivityPolicy", "TestSupport"]),
         .testTarget(

@@ -55,8 +55,23 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
         if buffer.readableBytes > maxMessageSize {
             return overflow(context: context, buffer: &buffer)
         }
+        Self.shrink(&buffer)
         return .needMoreData
     }
+
+    /// Moves the start of the next message into a buffer of its own size when the one it is in
+    /// is more than twice that. NIO keeps the buffer it gathers bytes in while it has readable
+    /// bytes, and grows it by doubling: the few bytes read past a large call would otherwise
+    /// keep that call's storage (128 KiB past a 64 KiB call) for as long as the next message
+    /// takes to come, on every connection that sent one.
+    static func shrink(_ buffer: inout ByteBuffer) {
+        let readable = buffer.readableBytes
+        guard readable > 0, buffer.storageCapacity > 2 * max(readable, smallestBuffer) else { return }
+        buffer = ByteBuffer(bytes: buffer.readableBytesView)
+    }
+
+    /// A buffer this small is not worth moving.
+    static let smallestBuffer = 4096
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOEmbedded
 import TestSupport
 import Testing
 @testable import Varlink
@@ -77,4 +79,41 @@ struct ReadGateTests {
             withExtendedLifetime(sockets) {}
         }
     }
+
+    /// A large call and the first bytes of the next one, read together, sit in a buffer NIO grew
+    /// by doubling (128 KiB past a 64 KiB call). Once the call is cut, the few bytes left must not
+    /// keep that storage while the next message takes its time: the decoder moves them into a
+    /// buffer of their own size, bytes unchanged.
+    @Test func bytesLeftAfterALargeCallDoNotKeepItsBuffer() throws {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish() }
+        try channel.pipeline.syncOperations.addHandler(PassThrough())
+        let context = try channel.pipeline.syncOperations.context(handlerType: PassThrough.self)
+        var decoder = VarlinkFrameDecoder(maxMessageSize: 64 * 1024)
+        let call = QueueBoundTests.call("Echo", pad: 63 * 1024)
+        let next = Array(#"{"method":"io.test.Echo","#.utf8) + Array(repeating: UInt8(ascii: " "), count: 2_000)
+        var buffer = ByteBufferAllocator().buffer(capacity: 128 * 1024)
+        buffer.writeBytes(call + next)
+        #expect(buffer.storageCapacity == 128 * 1024, "the test's premise: NIO's buffer after doubling")
+
+        #expect(try decoder.decode(context: context, buffer: &buffer) == .continue)
+        #expect(try decoder.decode(context: context, buffer: &buffer) == .needMoreData)
+
+        #expect(Array(buffer.readableBytesView) == next, "the start of the next message changed")
+        #expect(
+            buffer.storageCapacity <= 2 * max(next.count, VarlinkFrameDecoder.smallestBuffer),
+            "\(next.count) bytes of the next message keep a buffer of \(buffer.storageCapacity) bytes")
+        let frame = try #require(try channel.readInbound(as: VarlinkFrame.self))
+        guard case .message(let message) = frame else {
+            Issue.record("the call was not cut: \(frame)")
+            return
+        }
+        #expect(message.readableBytes == call.count - 1)
+    }
+}
+
+/// A handler whose context lets a test call a decoder directly; what it fires reaches the
+/// embedded channel's inbound queue.
+private final class PassThrough: ChannelInboundHandler {
+    typealias InboundIn = VarlinkFrame
 }
