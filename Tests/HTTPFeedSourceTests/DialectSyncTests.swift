@@ -70,6 +70,16 @@ struct DialectSyncTests {
         try await withSyncedFeed(style.dialect, from: source, into: store, configuration: Self.configuration(backfill: backfill), body)
     }
 
+    /// Runs `body` with a dialect server holding 45 items of each style, a feed client and an
+    /// empty store: what every test here mirrors with; each is closed or removed after `body`.
+    func withServerClientAndStore(_ body: (DialectServer, HTTPFeedClient, SQLiteFeedStore) async throws -> Void) async throws {
+        try await withDialectServer(items: 45) { server in
+            try await withFeedClient { client in
+                try await withStore { store in try await body(server, client, store) }
+            }
+        }
+    }
+
     func expectMirror(_ store: SQLiteFeedStore, _ server: DialectServer, _ style: Case, _ moment: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let stored = try await store.items(feed: style.dialect, offset: 0, limit: 100_000).map(\.id)
         let truth = try await server.ids(style.dialect)
@@ -81,64 +91,56 @@ struct DialectSyncTests {
     /// and a refresh then brings the new items; the store equals the server throughout.
     @Test("more than a page arrives while the backfill runs; the backfill goes on, then a refresh", arguments: cases)
     func itemsArriveDuringTheBackfill(_ style: Case) async throws {
-        try await withDialectServer(items: 45) { server in
-            try await withFeedClient { client in
-                try await withStore { store in
-                    try await withFeed(style, server, store, client: client, backfill: 20) { feed in
-                        try await waitFor(feed, "\(style.dialect): the first 20 items") {
-                            $0.itemCount >= 20 && !$0.older.load.isLoading && !$0.initial.load.isLoading && !$0.newer.load.isLoading
-                        }
-                        _ = try await server.add(25)
-                        // The backfill goes on by hand from where it paused, page by page.
-                        for _ in 0..<60 {
-                            guard await !feed.state.endReached else { break }
-                            // Applied at once: the older lane shows the load until its page is in.
-                            await feed.loadOlder()
-                            try await waitFor(feed, "\(style.dialect): an older page") { !$0.older.load.isLoading }
-                            let older = await feed.state.older
-                            #expect(older.load.failure == nil, "\(style.dialect): \(older)")
-                        }
-                        #expect(await feed.state.endReached, "\(style.dialect): the backfill did not reach the end")
-                        await feed.refresh()
-                        try await waitFor(feed, "\(style.dialect): the refresh after the backfill") {
-                            $0.itemCount == 70 && !$0.newer.load.isLoading && $0.newer.load.failure == nil && $0.gap == nil
-                        }
-                        try await expectMirror(store, server, style, "after items arrived during the backfill")
-                    }
+        try await withServerClientAndStore { server, client, store in
+            try await withFeed(style, server, store, client: client, backfill: 20) { feed in
+                try await waitFor(feed, "\(style.dialect): the first 20 items") {
+                    $0.itemCount >= 20 && !$0.older.load.isLoading && !$0.initial.load.isLoading && !$0.newer.load.isLoading
                 }
+                _ = try await server.add(25)
+                // The backfill goes on by hand from where it paused, page by page.
+                for _ in 0..<60 {
+                    guard await !feed.state.endReached else { break }
+                    // Applied at once: the older lane shows the load until its page is in.
+                    await feed.loadOlder()
+                    try await waitFor(feed, "\(style.dialect): an older page") { !$0.older.load.isLoading }
+                    let older = await feed.state.older
+                    #expect(older.load.failure == nil, "\(style.dialect): \(older)")
+                }
+                #expect(await feed.state.endReached, "\(style.dialect): the backfill did not reach the end")
+                await feed.refresh()
+                try await waitFor(feed, "\(style.dialect): the refresh after the backfill") {
+                    $0.itemCount == 70 && !$0.newer.load.isLoading && $0.newer.load.failure == nil && $0.gap == nil
+                }
+                try await expectMirror(store, server, style, "after items arrived during the backfill")
             }
         }
     }
 
     @Test("backfill cut short, resumed after more than a page arrived; refresh; offline; more", arguments: cases)
     func mirror(_ style: Case) async throws {
-        try await withDialectServer(items: 45) { server in
-            try await withFeedClient { client in
-                try await withStore { store in
-                    // A backfill that stops at 20 items: the rest waits for the next start.
-                    try await withFeed(style, server, store, client: client, backfill: 20) { feed in
-                        try await waitFor(feed, "\(style.dialect): the first 20 items") { $0.itemCount >= 20 && !$0.older.load.isLoading && !$0.initial.load.isLoading }
-                    }
-                    // More than a page arrives while the backfill is stopped half-way.
-                    _ = try await server.add(25)
-                    try await withFeed(style, server, store, client: client, backfill: Int.max) { feed in
-                        try await waitFor(feed, "\(style.dialect): the backfill to the end and the refresh on start") {
-                            $0.endReached && $0.itemCount == 70 && !$0.older.load.isLoading && !$0.newer.load.isLoading && $0.gap == nil
-                        }
-                        try await expectMirror(store, server, style, "after the resumed backfill")
-                        // Offline: the refresh fails and nothing is lost.
-                        try await server.down()
-                        await feed.refresh()
-                        try await waitFor(feed, "\(style.dialect): the refresh fails while the server is down") { $0.newer.load.failure != nil }
-                        try await server.up()
-                        _ = try await server.add(23)
-                        await feed.refresh()
-                        try await waitFor(feed, "\(style.dialect): the refresh after the server is back") {
-                            $0.itemCount == 93 && !$0.newer.load.isLoading && $0.newer.load.failure == nil && $0.gap == nil
-                        }
-                        try await expectMirror(store, server, style, "after the offline period")
-                    }
+        try await withServerClientAndStore { server, client, store in
+            // A backfill that stops at 20 items: the rest waits for the next start.
+            try await withFeed(style, server, store, client: client, backfill: 20) { feed in
+                try await waitFor(feed, "\(style.dialect): the first 20 items") { $0.itemCount >= 20 && !$0.older.load.isLoading && !$0.initial.load.isLoading }
+            }
+            // More than a page arrives while the backfill is stopped half-way.
+            _ = try await server.add(25)
+            try await withFeed(style, server, store, client: client, backfill: Int.max) { feed in
+                try await waitFor(feed, "\(style.dialect): the backfill to the end and the refresh on start") {
+                    $0.endReached && $0.itemCount == 70 && !$0.older.load.isLoading && !$0.newer.load.isLoading && $0.gap == nil
                 }
+                try await expectMirror(store, server, style, "after the resumed backfill")
+                // Offline: the refresh fails and nothing is lost.
+                try await server.down()
+                await feed.refresh()
+                try await waitFor(feed, "\(style.dialect): the refresh fails while the server is down") { $0.newer.load.failure != nil }
+                try await server.up()
+                _ = try await server.add(23)
+                await feed.refresh()
+                try await waitFor(feed, "\(style.dialect): the refresh after the server is back") {
+                    $0.itemCount == 93 && !$0.newer.load.isLoading && $0.newer.load.failure == nil && $0.gap == nil
+                }
+                try await expectMirror(store, server, style, "after the offline period")
             }
         }
     }

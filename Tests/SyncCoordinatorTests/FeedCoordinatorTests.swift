@@ -244,14 +244,8 @@ struct FeedCoordinatorTests {
     }
 
     @Test func backfillFetchesTheNextOlderPageWhileThePreviousIsCommitted() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
-        await feed.start()
-        try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
-        try await store.waitUntilHolding(commit: 1)
         // The first page is still being committed, and its successor is already on its way.
-        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        let (source, store, feed) = try await backfillAskingBehindAHeldFirstPage()
         try await source.respond(1, page(["7", "6"], older: "6", newer: nil))
         await store.release()
         try await store.waitUntilHolding(commit: 2)
@@ -267,19 +261,14 @@ struct FeedCoordinatorTests {
     /// A slow store does not hold the network back: the backfill, set to read four pages ahead,
     /// fetches that many ahead of its commits, no further, and each commit taken makes room for one more.
     @Test func backfillReadsAheadOfASlowStoreUpToItsDepth() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore()
         // The first commit is held; the pages behind it arrive one after another.
-        let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4, backfillCommitPages: 1), answering: ["19", "17", "15", "13"])
+        let (source, store, feed) = try await backfillHoldingItsFirstCommit(
+            .init(reconnectSpread: .zero, backfillDepth: 100, readAheadPages: 4, backfillCommitPages: 1), answering: ["19", "17", "15", "13"])
         #expect(await source.callCount == 5, "four pages ahead, no more")
         await store.release()
         // The first commit is done and the next page taken: room for one more.
         try await answerLastOlderPage(source, 5)
-        for commit in 2...6 {
-            try await store.waitUntilHolding(commit: commit)
-            await store.release()
-        }
+        try await store.releaseCommits(2...6)
         try await expectBackfillEnded(feed, holding: 10...20, askedOf: source, requests: 6)
         #expect(await source.cancelled.isEmpty)
     }
@@ -288,10 +277,8 @@ struct FeedCoordinatorTests {
     /// still on its way as the largest page so far, never as both. With the first page (2 items)
     /// held in its commit and a depth of 10, it asks for exactly the four pages of two behind it.
     @Test func backfillReadsAheadExactlyToItsDepth() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore()
-        let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 10, backfillCommitPages: 1), answering: ["19", "17"])
+        let (source, store, feed) = try await backfillHoldingItsFirstCommit(
+            .init(reconnectSpread: .zero, backfillDepth: 10, backfillCommitPages: 1), answering: ["19", "17"])
         // 2 being committed, 4 arrived: room for the page at 15. With a page counted twice this
         // request never comes, and the wait fails naming it.
         _ = try await source.call(3)
@@ -300,10 +287,7 @@ struct FeedCoordinatorTests {
         await Task.megaYield()
         #expect(await source.callCount == 5, "the depth is reached: nothing beyond it")
         await store.release()
-        for commit in 2...5 {
-            try await store.waitUntilHolding(commit: commit)
-            await store.release()
-        }
+        try await store.releaseCommits(2...5)
         let state = try await feed.waitFor { $0.itemCount == 10 && $0.older.load == .loaded }
         #expect(!state.endReached)
         await Task.megaYield()
@@ -313,28 +297,43 @@ struct FeedCoordinatorTests {
     /// Pages of large items are read ahead by bytes, not only by count: once the pages that arrived
     /// hold the configured bytes, nothing more is asked for until a commit takes them.
     @Test func backfillReadsAheadNoMoreThanItsBytes() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore()
         // Each page below holds two items of 11 bytes: the budget is passed by the second page.
-        let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40, backfillCommitPages: 1), answering: ["19", "17"])
+        let (source, store, feed) = try await backfillHoldingItsFirstCommit(
+            .init(reconnectSpread: .zero, backfillDepth: 100, readAheadBytes: 40, backfillCommitPages: 1), answering: ["19", "17"])
         #expect(await source.callCount == 3, "44 bytes arrived against a budget of 40: no third page ahead")
         await store.release()
         // The commit takes the pages that arrived: the read-ahead goes on.
         #expect(try await source.call(3) == .init(id: 3, direction: "older", cursor: "15"))
         try await source.respond(3, page(["14"], older: nil, newer: nil))
-        for commit in 2...4 {
-            try await store.waitUntilHolding(commit: commit)
-            await store.release()
-        }
+        try await store.releaseCommits(2...4)
         try await expectBackfillEnded(feed, holding: 14...20, askedOf: source, requests: 4)
     }
 
-    /// Starts a backfill whose first page (20, 19) is held in its commit, and answers the pages
-    /// asked for behind it, in order, at `cursors`: each the two items below its cursor.
+    /// A backfill's coordinator with the scripted source and the gated store of its own it runs on.
+    private typealias GatedBackfill = (source: ScriptedSource, store: GatedStore, feed: FeedCoordinator<ManualClock>)
+
+    /// Starts a backfill of one page a commit on `source` and a new store, answers the first load
+    /// with (9, 8) and holds that page's commit; expects the older page at 8 asked for meanwhile.
+    private func backfillAskingBehindAHeldFirstPage(
+        _ source: ScriptedSource = ScriptedSource(), sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> GatedBackfill {
+        let store = GatedStore()
+        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
+        await feed.start()
+        try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
+        try await store.waitUntilHolding(commit: 1)
+        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "8"), sourceLocation: sourceLocation)
+        return (source, store, feed)
+    }
+
+    /// Starts a backfill on a new source and a new store (grouping commits if `groupsCommits`)
+    /// whose first page (20, 19) is held in its commit, and answers the pages asked for behind it,
+    /// in order, at `cursors`: each the two items below its cursor.
     private func backfillHoldingItsFirstCommit(
-        _ source: ScriptedSource, _ store: GatedStore, _ configuration: SyncConfiguration, answering cursors: [String]
-    ) async throws -> FeedCoordinator<ManualClock> {
+        _ configuration: SyncConfiguration, answering cursors: [String], groupsCommits: Bool = false
+    ) async throws -> GatedBackfill {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: groupsCommits)
         let feed = try await coordinator(source, configuration, store: store)
         await feed.start()
         try await source.respond(0, page(["20", "19"], older: "19", newer: "20"))
@@ -346,15 +345,16 @@ struct FeedCoordinatorTests {
             try await source.respond(id, page([String(Int(cursor)! - 1), older], older: older, newer: nil))
         }
         await Task.megaYield()
-        return feed
+        return (source, store, feed)
     }
 
-    /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held, then lets it through.
-    private func backfillBehindAHeldCommit(_ source: ScriptedSource, _ store: GatedStore) async throws -> FeedCoordinator<ManualClock> {
-        let feed = try await backfillHoldingItsFirstCommit(
-            source, store, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), answering: ["19", "17", "15", "13"])
-        await store.release()
-        return feed
+    /// Fetches pages 19, 17, 15 and 13 ahead while the first page's commit is held by a store that
+    /// groups commits, then lets it through.
+    private func backfillBehindAHeldCommit() async throws -> GatedBackfill {
+        let backfill = try await backfillHoldingItsFirstCommit(
+            .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), answering: ["19", "17", "15", "13"], groupsCommits: true)
+        await backfill.store.release()
+        return backfill
     }
 
     @Test func theNextPageIsAskedForAsSoonAsItsCursorIsKnown() async throws {
@@ -407,9 +407,7 @@ struct FeedCoordinatorTests {
     }
 
     @Test func pagesThatArriveDuringACommitAreCommittedTogether() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore(groupsCommits: true)
-        let feed = try await backfillBehindAHeldCommit(source, store)
+        let (source, store, feed) = try await backfillBehindAHeldCommit()
         // The page at 19 and the three behind it, all arrived: one transaction.
         try await store.waitUntilHolding(commit: 2)
         #expect(await store.transactionSizes == [1, 4])
@@ -421,9 +419,7 @@ struct FeedCoordinatorTests {
     }
 
     @Test func pagesCommittedAheadAreNotFetchedAgainAfterGoingOffline() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore(groupsCommits: true)
-        let feed = try await backfillBehindAHeldCommit(source, store)
+        let (source, store, feed) = try await backfillBehindAHeldCommit()
         try await store.waitUntilHolding(commit: 2)
         #expect(try await source.call(5) == .init(id: 5, direction: "older", cursor: "11"))
         // Offline while the four pages commit: the page fetched behind them is cancelled, the
@@ -451,9 +447,7 @@ struct FeedCoordinatorTests {
     /// A backfill page waits for the pages close behind it, so that one transaction stores up to
     /// `backfillCommitPages` of them; the wait ends once enough arrived.
     @Test func aBackfillGathersThePagesCloseBehindIntoOneTransaction() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore(groupsCommits: true)
-        let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        let (source, store, feed) = try await backfillWaitingBehindItsFirstOlderPage()
         // The pages at 17, 15 and 13 arrive one after another (each asked for once the one before
         // it arrived: this source gives no cursor from headers); the fourth page completes the group.
         for (id, cursor) in zip(2..., ["17", "15", "13"]) {
@@ -470,9 +464,7 @@ struct FeedCoordinatorTests {
     /// A page whose successor is slow waits no longer than `backfillCommitDelay` on the injected
     /// clock, then is committed with what arrived: here, alone.
     @Test func aBackfillPageWaitsForTheNextNoLongerThanTheCommitDelay() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore(groupsCommits: true)
-        let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        let (source, store, feed) = try await backfillWaitingBehindItsFirstOlderPage()
         try await clock.advance(by: .milliseconds(19), before: "the commit delay's timer")
         #expect(await store.commitsStarted == 1, "the page waits for the one on its way")
         try await clock.advance(by: .milliseconds(1), waking: "the commit delay's timer")
@@ -490,9 +482,7 @@ struct FeedCoordinatorTests {
     /// The page on its way behind a waiting one fails: the wait ends at once, without the clock,
     /// and the waiting page is committed alone.
     @Test func aBackfillPageWhoseNextFailsIsCommittedAtOnce() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore(groupsCommits: true)
-        _ = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        let (source, store, _) = try await backfillWaitingBehindItsFirstOlderPage()
         try await source.fail(2, FeedError(.httpStatus(503), "service unavailable"))
         try await waitUntil("the waiting page is committed") { await store.commitsStarted >= 2 }
         #expect(await store.transactionSizes == [1, 1], "committed alone, the clock never advanced")
@@ -502,9 +492,7 @@ struct FeedCoordinatorTests {
     /// Going offline while a page waits for the ones behind it: the wait ends, the page is
     /// dropped uncommitted like any answer to a cancelled request, and it is fetched again later.
     @Test func goingOfflineWhileABackfillPageWaitsDropsItUncommitted() async throws {
-        let source = ScriptedSource()
-        let store = GatedStore(groupsCommits: true)
-        let feed = try await backfillWaitingBehindItsFirstOlderPage(source, store)
+        let (source, store, feed) = try await backfillWaitingBehindItsFirstOlderPage()
         await feed.connectivityChanged(noCarrier)
         try await source.waitUntilCancelled(2)
         try await feed.waitFor { $0.isOffline }
@@ -519,12 +507,12 @@ struct FeedCoordinatorTests {
         #expect(again.contains { $0.direction == "newer" && $0.cursor == "20" })
     }
 
-    /// Starts a backfill of pages of two items grouped by four, commits its first page (20, 19),
-    /// and answers the first older page (at 19): it then waits for the page at 17, asked for and
-    /// not answered.
-    private func backfillWaitingBehindItsFirstOlderPage(
-        _ source: ScriptedSource, _ store: GatedStore
-    ) async throws -> FeedCoordinator<ManualClock> {
+    /// Starts a backfill of pages of two items grouped by four, on a new source and a new store
+    /// that groups commits, commits its first page (20, 19), and answers the first older page (at
+    /// 19): it then waits for the page at 17, asked for and not answered.
+    private func backfillWaitingBehindItsFirstOlderPage() async throws -> GatedBackfill {
+        let source = ScriptedSource()
+        let store = GatedStore(groupsCommits: true)
         let configuration = SyncConfiguration(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 4, backfillCommitDelay: .milliseconds(20))
         let feed = try await coordinator(source, configuration, store: store)
         await feed.start()
@@ -535,7 +523,7 @@ struct FeedCoordinatorTests {
         #expect(try await source.call(2) == .init(id: 2, direction: "older", cursor: "17"))
         await Task.megaYield()
         #expect(await store.commitsStarted == 1, "the page at 19 waits for the one behind it")
-        return feed
+        return (source, store, feed)
     }
 
     /// Waits until the backfill reached the feed's end, then expects exactly the items `range`
@@ -587,13 +575,7 @@ struct FeedCoordinatorTests {
     }
 
     @Test func goingOfflineDuringACommitCancelsTheEarlyFetchAndNothingOfItIsStored() async throws {
-        let source = ScriptedSource(ignoresCancellation: true)
-        let store = GatedStore()
-        let feed = try await coordinator(source, .init(reconnectSpread: .zero, backfillDepth: 100, backfillCommitPages: 1), store: store)
-        await feed.start()
-        try await source.respond(0, page(["9", "8"], older: "8", newer: "9"))
-        try await store.waitUntilHolding(commit: 1)
-        #expect(try await source.call(1) == .init(id: 1, direction: "older", cursor: "8"))
+        let (source, store, feed) = try await backfillAskingBehindAHeldFirstPage(ScriptedSource(ignoresCancellation: true))
         await feed.connectivityChanged(noCarrier)
         try await source.waitUntilCancelled(1)
         await store.release()

@@ -206,4 +206,13 @@ actor GatedStore: FeedStore {
     func release() {
         if !held.isEmpty { held.removeFirst().resume() }
     }
+
+    /// Lets the commits numbered `commits` (1-based) through one after another: waits until each
+    /// is held, then releases it, so that each is let go only once it has started.
+    func releaseCommits(_ commits: ClosedRange<Int>) async throws {
+        for commit in commits {
+            try await waitUntilHolding(commit: commit)
+            release()
+        }
+    }
 }

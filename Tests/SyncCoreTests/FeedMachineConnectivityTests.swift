@@ -6,9 +6,7 @@ import Testing
     let offline = FeedEvent.offline(.noRoute)
 
     @Test func goingOfflineCancelsInFlightRequestsAndPausesThemWithoutFailing() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["3", "2"], older: "2", newer: "3"))
+        var h = Harness(afterFirstLoad: page(["3", "2"], older: "2", newer: "3"))
         h.send(.loadOlder)
         h.send(.refresh)
         let older = h.inFlight[.older]!.token, newer = h.inFlight[.newer]!.token
@@ -65,9 +63,8 @@ import Testing
     }
 
     @Test func reconnectRunsPausedLoadsAndNewerAfterARandomSpread() {
-        var h = Harness(configuration: .init(reconnectSpread: .seconds(2)), random: ConstantRandomSource(0.5))
-        h.send(.start)
-        h.succeed(.initial, page(["3", "2"], older: "2", newer: "3"))
+        var h = Harness(configuration: .init(reconnectSpread: .seconds(2)), random: ConstantRandomSource(0.5),
+                        afterFirstLoad: page(["3", "2"], older: "2", newer: "3"))
         h.send(.loadOlder)
         h.send(offline)
         h.send(.online())

@@ -13,9 +13,7 @@ import Testing
     }
 
     @Test func firstLoadSuccessLoadsTheFeed() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["9", "8", "7"], older: "7", newer: "9"))
+        let h = Harness(afterFirstLoad: page(["9", "8", "7"], older: "7", newer: "9"))
         #expect(h.state.initial.load == .loaded)
         #expect(h.state.hasLoaded)
         #expect(h.state.itemCount == 3)
@@ -27,9 +25,7 @@ import Testing
     }
 
     @Test func emptyFirstPageIsTheEmptyStateWithEndReached() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page([], older: nil, newer: nil))
+        var h = Harness(afterFirstLoad: page([], older: nil, newer: nil))
         #expect(h.state.isEmpty)
         #expect(h.state.endReached)
         h.send(.loadOlder)
@@ -53,9 +49,7 @@ import Testing
     }
 
     @Test func olderAppendsFromTheOlderCursorUntilTheEnd() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["9", "8"], older: "8", newer: "9"))
+        var h = Harness(afterFirstLoad: page(["9", "8"], older: "8", newer: "9"))
         h.send(.loadOlder)
         #expect(h.fetched.map(\.cursor) == ["8"])
         #expect(h.state.older.load == .loading)
@@ -70,9 +64,7 @@ import Testing
     }
 
     @Test func newerLoopsWhilePagesBringItemsAndStopsOnAnEmptyPage() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["3", "2"], older: "2", newer: "3"))
+        var h = Harness(afterFirstLoad: page(["3", "2"], older: "2", newer: "3"))
         h.send(.refresh)
         #expect(h.fetched.map(\.cursor) == ["3"])
         #expect(h.state.newer.load == .loading)
@@ -87,9 +79,7 @@ import Testing
     }
 
     @Test func refreshOfAFeedThatWasEmptyFetchesTheFirstPageAgain() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page([], older: nil, newer: nil))
+        var h = Harness(afterFirstLoad: page([], older: nil, newer: nil))
         h.send(.refresh)
         #expect(h.fetched.map(\.cursor) == [nil], "no newer cursor: the source's first page")
         h.succeed(.newer, page(["2", "1"], older: "1", newer: "2"))
@@ -132,9 +122,8 @@ import Testing
     }
 
     @Test func backoffSequenceThroughTheMachineReachesTheCap() {
-        var h = Harness(configuration: .init(retry: .init(base: .seconds(1), multiplier: 2, cap: .seconds(20)), reconnectSpread: .zero))
-        h.send(.start)
-        h.succeed(.initial, page(["2", "1"], older: "1", newer: "2"))
+        var h = Harness(configuration: .init(retry: .init(base: .seconds(1), multiplier: 2, cap: .seconds(20)), reconnectSpread: .zero),
+                        afterFirstLoad: page(["2", "1"], older: "1", newer: "2"))
         h.send(.refresh)
         var delays: [Duration] = []
         for _ in 0..<7 {
@@ -206,9 +195,7 @@ import Testing
     }
 
     @Test func automaticTriggersDoNotBypassAScheduledRetryButManualOnesDo() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["2", "1"], older: "1", newer: "2"))
+        var h = Harness(afterFirstLoad: page(["2", "1"], older: "1", newer: "2"))
         h.send(.refresh)
         h.fail(.newer, transient)
         h.send(.periodicRefresh)
@@ -234,9 +221,7 @@ import Testing
     }
 
     @Test func laterFailuresKeepLoadedContent() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["3", "2"], older: "2", newer: "3"))
+        var h = Harness(afterFirstLoad: page(["3", "2"], older: "2", newer: "3"))
         h.send(.loadOlder)
         h.fail(.older, transient)
         h.send(.refresh)
@@ -321,9 +306,7 @@ import Testing
     }
 
     @Test func backfillLoadsOlderUntilTheDepthIsStored() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 5))
-        h.send(.start)
-        h.succeed(.initial, page(["9", "8"], older: "8", newer: "9"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 5), afterFirstLoad: page(["9", "8"], older: "8", newer: "9"))
         #expect(h.fetched.map(\.cursor) == ["8"])
         h.succeed(.older, page(["7", "6"], older: "6", newer: nil))
         #expect(h.fetched.map(\.cursor) == ["6"])
@@ -337,9 +320,7 @@ import Testing
     }
 
     @Test func backfillDoesNotSpinOnACursorThatBringsNothingNew() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100))
-        h.send(.start)
-        h.succeed(.initial, page(["2", "1"], older: "1", newer: "2"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100), afterFirstLoad: page(["2", "1"], older: "1", newer: "2"))
         h.succeed(.older, page(["1"], older: "1", newer: nil))
         #expect(h.fetched.isEmpty)
     }

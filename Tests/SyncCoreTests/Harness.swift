@@ -21,6 +21,18 @@ struct Harness {
         self.random = AnyRandomSource(random)
     }
 
+    /// A harness whose machine has started and committed `first` as the answer to its first
+    /// load: where every test of a loaded feed begins. The other arguments are as in
+    /// ``init(configuration:persisted:random:)``; the last effects are those of that commit.
+    init(
+        configuration: SyncConfiguration = .init(reconnectSpread: .zero), random: any RandomSource = ConstantRandomSource(1),
+        afterFirstLoad first: FeedPage, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        self.init(configuration: configuration, random: random)
+        send(.start)
+        succeed(.initial, first, sourceLocation: sourceLocation)
+    }
+
     var state: FeedState { machine.state }
     var presentation: Presentation { Presentation(state: machine.state) }
 

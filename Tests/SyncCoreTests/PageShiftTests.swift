@@ -92,9 +92,7 @@ import Testing
     // MARK: The machine
 
     @Test func backfillGoesOnThroughPagesThatAddNothingAndEmptyPagesWithANext() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100))
-        h.send(.start)
-        h.succeed(.initial, page(["9", "8"], older: "p2", newer: "p1"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100), afterFirstLoad: page(["9", "8"], older: "p2", newer: "p1"))
         #expect(h.fetched.map(\.cursor) == ["p2"])
         // A page shift: page 2 holds only items stored already, and next moved on.
         h.succeed(.older, page(["9", "8"], older: "p3", newer: nil))
@@ -107,9 +105,7 @@ import Testing
     }
 
     @Test func aCycleOfNextLinksThatAddNothingStopsBackfillVisibly() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100))
-        h.send(.start)
-        h.succeed(.initial, page(["9", "8"], older: "a", newer: "p1"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero, backfillDepth: 100), afterFirstLoad: page(["9", "8"], older: "a", newer: "p1"))
         h.succeed(.older, page(["8"], older: "b", newer: nil))
         #expect(h.fetched.map(\.cursor) == ["b"])
         h.succeed(.older, page(["9"], older: "a", newer: nil))
@@ -121,9 +117,7 @@ import Testing
     }
 
     @Test func aRefreshWalksTheGapUntilItClosesAndShowsAGapItCouldNotClose() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero, gapPageLimit: 3))
-        h.send(.start)
-        h.succeed(.initial, paged(["5", "4"], next: "p2", newer: "p1"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero, gapPageLimit: 3), afterFirstLoad: paged(["5", "4"], next: "p2", newer: "p1"))
         h.send(.refresh)
         #expect(h.fetched.map(\.cursor) == ["p1"])
         h.succeed(.newer, paged(["17", "16"], next: "p2"))
@@ -146,9 +140,7 @@ import Testing
     }
 
     @Test func aGapWalkResumedAfterReconnectGetsAFullBound() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero, gapPageLimit: 2))
-        h.send(.start)
-        h.succeed(.initial, paged(["5", "4"], next: "p2", newer: "p1"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero, gapPageLimit: 2), afterFirstLoad: paged(["5", "4"], next: "p2", newer: "p1"))
         h.send(.refresh)
         h.succeed(.newer, paged(["13", "12"], next: "p2"))
         #expect(h.fetched.map(\.cursor) == ["p2"])
@@ -162,9 +154,7 @@ import Testing
     }
 
     @Test func aPageFeedRefreshThatMeetsStoredItemsStopsAfterOnePage() {
-        var h = Harness(configuration: .init(reconnectSpread: .zero))
-        h.send(.start)
-        h.succeed(.initial, paged(["5", "4"], next: "p2", newer: "p1"))
+        var h = Harness(configuration: .init(reconnectSpread: .zero), afterFirstLoad: paged(["5", "4"], next: "p2", newer: "p1"))
         h.send(.refresh)
         h.succeed(.newer, paged(["6", "5"], next: "p2"))
         #expect(h.fetched.isEmpty)

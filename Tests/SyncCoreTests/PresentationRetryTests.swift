@@ -41,9 +41,7 @@ import Testing
         // Revalidation is configured but never runs: this feed's head is its oldest page.
         var configuration = SyncConfiguration(reconnectSpread: .zero, revalidate: .items(10), revalidateInterval: .zero)
         configuration.listsOldestFirst = true
-        var h = Harness(configuration: configuration)
-        h.send(.start)
-        h.succeed(.initial, page(["2", "1"], older: nil, newer: "p2"))
+        var h = Harness(configuration: configuration, afterFirstLoad: page(["2", "1"], older: nil, newer: "p2"))
         #expect(h.state.endReached, "nothing is older than the first page")
         #expect(h.fetched.map(\.direction) == [.newer] && h.fetched.first?.cursor == "p2", "the next page at once: \(h.fetched)")
         h.succeed(.newer, page(["4", "3"], older: nil, newer: "p3"))
@@ -65,9 +63,7 @@ import Testing
     }
 
     @Test func refreshesCountTheNewItemsUntilTheUserLooks() {
-        var h = Harness()
-        h.send(.start)
-        h.succeed(.initial, page(["9", "8"], older: "8", newer: "9"))
+        var h = Harness(afterFirstLoad: page(["9", "8"], older: "8", newer: "9"))
         #expect(h.presentation.newItems == 0, "the first load is not 'new items'")
         h.send(.refresh)
         h.succeed(.newer, page(["11", "10"], older: nil, newer: "11"))

@@ -57,9 +57,7 @@ import TestSupport
     /// the store and the reference model (``FeedLog``) agree on every outcome and the end state.
     @Test(arguments: 0..<10)
     func agreesWithTheReferenceModelWhenItemsChange(seed: Int) async throws {
-        let dir = try TemporaryDirectory()
-        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
-        var reference = FeedLog()
+        var both = try StoreAndReference()
         var rng = SeededRandomSource(seed: UInt64(seed) + 500)
         let versioned = seed % 2 == 0
         for step in 0..<40 {
@@ -71,10 +69,8 @@ import TestSupport
                 item(id, "t\(rng.next() % 3)", version: versioned ? "\(rng.next() % 4)" : nil)
             }
             let p = FeedPage(items: items, olderCursor: rng.next() % 4 == 0 ? nil : "c", newerCursor: "n")
-            let expected = reference.commit(p, direction: direction, at: date)
-            let actual = try await store.commit(feed: "f", direction: direction, page: p, at: date)
-            #expect(actual == expected, "seed \(seed) step \(step)")
+            try await both.commit(p, direction, at: date, "seed \(seed) step \(step)")
         }
-        #expect(try await store.items(feed: "f", offset: 0, limit: 1_000) == reference.items)
+        #expect(try await both.store.items(feed: "f", offset: 0, limit: 1_000) == both.reference.items)
     }
 }

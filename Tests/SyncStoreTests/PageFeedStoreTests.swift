@@ -18,9 +18,8 @@ import TestSupport
     /// Random pages of a page-numbered feed: overlapping, shifted, opening and closing gaps.
     @Test(arguments: 0..<20)
     func agreesWithTheReferenceModelOnPageFeeds(seed: Int) async throws {
-        let dir = try TemporaryDirectory()
-        let store = try SQLiteFeedStore(path: dir.file("feeds.sqlite"))
-        var reference = FeedLog()
+        var both = try StoreAndReference()
+        let store = both.store
         var rng = SeededRandomSource(seed: UInt64(seed) + 1000)
         for step in 0..<60 {
             let direction: Direction = step == 0 ? .initial : [.older, .newer, .newer][Int(rng.next() % 3)]
@@ -29,17 +28,15 @@ import TestSupport
             let unique = ids.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
             let next: String? = rng.next() % 5 == 0 ? nil : "p\(rng.next() % 10)"
             let p = paged(unique, next: next, newer: rng.next() % 2 == 0 ? "p1" : nil)
-            let expected = reference.commit(p, direction: direction, at: date)
-            let actual = try await store.commit(feed: "f", direction: direction, page: p, at: date)
-            #expect(actual == expected, "seed \(seed) step \(step)")
+            let (actual, expected) = try await both.commit(p, direction, at: date, "seed \(seed) step \(step)")
             // The outcome is computed, not read back: it must be what a later load reads.
             #expect(try await store.load(feed: "f") == actual.feed, "seed \(seed) step \(step)")
             let stored = try await store.items(feed: "f", offset: 0, limit: 1_000).map(\.id)
-            #expect(stored == reference.items.map(\.id), "seed \(seed) step \(step): \(direction) \(unique) gap \(String(describing: reference.feed.gap))")
-            if actual != expected || stored != reference.items.map(\.id) { break }
+            #expect(stored == both.reference.items.map(\.id), "seed \(seed) step \(step): \(direction) \(unique) gap \(String(describing: both.reference.feed.gap))")
+            if actual != expected || stored != both.reference.items.map(\.id) { break }
         }
-        #expect(try await store.items(feed: "f", offset: 0, limit: 1_000) == reference.items)
-        #expect(try await store.load(feed: "f") == reference.feed)
+        #expect(try await store.items(feed: "f", offset: 0, limit: 1_000) == both.reference.items)
+        #expect(try await store.load(feed: "f") == both.reference.feed)
     }
 
     /// An older page that repeats an id (in or out of the page's order, or as another spelling
@@ -100,13 +97,10 @@ import TestSupport
 
     @Test func anOpenGapSurvivesARestartAndIsContinuedWhereItWas() async throws {
         let dir = try TemporaryDirectory()
-        let path = dir.file("feeds.sqlite")
-        do {
-            let store = try SQLiteFeedStore(path: path)
-            _ = try await store.commit(feed: "f", direction: .initial, page: paged(["5", "4"], next: "p2", newer: "p1"), at: date)
-            _ = try await store.commit(feed: "f", direction: .newer, page: paged(["9", "8"], next: "p2"), at: date)
-        }
-        let store = try SQLiteFeedStore(path: path)
+        let store = try await storeReopened(at: dir.file("feeds.sqlite"), feed: "f", at: date, after: [
+            (.initial, paged(["5", "4"], next: "p2", newer: "p1")),
+            (.newer, paged(["9", "8"], next: "p2")),
+        ])
         #expect(try await store.load(feed: "f").gap == FeedGap(cursor: "p2", pages: 1, items: 2))
         _ = try await store.commit(feed: "f", direction: .newer, page: paged(["7", "6", "5"], next: "p3"), at: date)
         #expect(try await store.load(feed: "f").gap == nil)

@@ -58,12 +58,16 @@ struct FeedSetup: Sendable {
 /// runs of the real `syncd` executable started from it.
 final class DaemonHarness: Sendable {
     let directory: TemporaryDirectory
-    let configPath: String
-    let storePath: String
-    let socketPath: String
     let test: String
     let seed: UInt64
     private let runs = Mutex<[ChildProcess]>([])
+
+    /// syncd's configuration file, in ``directory``.
+    var configPath: String { directory.file("syncd.toml") }
+    /// syncd's store, in ``directory``.
+    var storePath: String { directory.file("state/syncd.sqlite") }
+    /// syncd's control socket, in ``directory``.
+    var socketPath: String { directory.file("run/io.syncd") }
 
     init(
         test: String, seed: UInt64, feeds: [FeedSetup],
@@ -72,9 +76,6 @@ final class DaemonHarness: Sendable {
         self.test = test
         self.seed = seed
         directory = try TemporaryDirectory(prefix: "syncd-resilience")
-        configPath = directory.file("syncd.toml")
-        storePath = directory.file("state/syncd.sqlite")
-        socketPath = directory.file("run/io.syncd")
         try SyncdConfig(
             store: storePath,
             controlSocket: socketPath,

@@ -65,12 +65,8 @@ import TestSupport
     }
 
     @Test func tokenIsNeverPrinted() throws {
-        let config = try DaemonConfiguration.parse("""
-            [[feed]]
-            name = "a"
-            url = "https://example.org/feed"
-            token = "s3cr3t-value"
-            """)
+        let config = try DaemonConfiguration.parse(feedTables(
+            .init(name: "a", url: "https://example.org/feed", lines: [#"token = "s3cr3t-value""#])))
         #expect(!"\(config.feeds[0].http)".contains("s3cr3t"))
     }
 

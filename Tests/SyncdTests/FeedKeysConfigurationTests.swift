@@ -3,29 +3,16 @@ import HTTPFeedSource
 import SyncCore
 import SyncDaemon
 import Testing
+import TestSupport
 
 /// The keys for pagination, TLS and retention.
 @Suite struct FeedKeysConfigurationTests {
     @Test func paginationAndPageSizeParameter() throws {
-        let config = try DaemonConfiguration.parse("""
-            [[feed]]
-            name = "issues"
-            url = "https://api.github.com/repos/o/p/issues?state=all"
-            page_size = 50
-
-            [[feed]]
-            name = "home"
-            url = "https://mastodon.example/api/v1/timelines/home"
-            page_size = 40
-
-            [[feed]]
-            name = "custom"
-            url = "https://feeds.example/items"
-            pagination = "page"
-            page_size = 25
-            page_size_parameter = "count"
-            gap_pages = 3
-            """)
+        let config = try DaemonConfiguration.parse(feedTables(
+            .init(name: "issues", url: "https://api.github.com/repos/o/p/issues?state=all", pageSize: 50),
+            .init(name: "home", url: "https://mastodon.example/api/v1/timelines/home", pageSize: 40),
+            .init(name: "custom", url: "https://feeds.example/items", pageSize: 25,
+                  lines: [#"pagination = "page""#, #"page_size_parameter = "count""#, "gap_pages = 3"])))
         let issues = config.feeds[0], home = config.feeds[1], custom = config.feeds[2]
         #expect(issues.http.pagination == .page, "api.github.com pages by number")
         #expect(issues.http.url.query == "state=all&per_page=50", "GitHub reads per_page, not limit")
@@ -37,35 +24,17 @@ import Testing
     }
 
     @Test func retentionKeys() throws {
-        let config = try DaemonConfiguration.parse("""
-            [[feed]]
-            name = "a"
-            url = "https://h.example/f"
-            keep_items = 500
-            keep_days = 1.5
-            backfill = 400
-            """)
+        let config = try DaemonConfiguration.parse(feedTables(
+            .init(name: "a", url: "https://h.example/f", backfill: 400, lines: ["keep_items = 500", "keep_days = 1.5"])))
         #expect(config.feeds[0].keepItems == 500)
         #expect(config.feeds[0].keepAge == .seconds(129_600))
     }
 
     @Test func revalidationKeys() throws {
-        let config = try DaemonConfiguration.parse("""
-            [[feed]]
-            name = "a"
-            url = "https://h.example/f"
-            revalidate = 200
-            revalidate_interval = "15m"
-
-            [[feed]]
-            name = "b"
-            url = "https://h.example/g"
-            revalidate = "all"
-
-            [[feed]]
-            name = "c"
-            url = "https://h.example/h"
-            """)
+        let config = try DaemonConfiguration.parse(feedTables(
+            .init(name: "a", url: "https://h.example/f", lines: ["revalidate = 200", #"revalidate_interval = "15m""#]),
+            .init(name: "b", url: "https://h.example/g", lines: [#"revalidate = "all""#]),
+            .init(name: "c", url: "https://h.example/h")))
         #expect(config.feeds[0].sync.revalidate == .items(200))
         #expect(config.feeds[0].sync.revalidateInterval == .seconds(900))
         #expect(config.feeds[1].sync.revalidate == .all)
@@ -74,24 +43,10 @@ import Testing
     }
 
     @Test func deletionMarkKeys() throws {
-        let config = try DaemonConfiguration.parse("""
-            [[feed]]
-            name = "a"
-            url = "https://h.example/f"
-            deleted = "/deleted"
-
-            [[feed]]
-            name = "b"
-            url = "https://h.example/g"
-            deleted = "/status"
-            deleted_value = "deleted"
-
-            [[feed]]
-            name = "c"
-            url = "https://h.example/h"
-            deleted = "/state/gone"
-            deleted_value = 1
-            """)
+        let config = try DaemonConfiguration.parse(feedTables(
+            .init(name: "a", url: "https://h.example/f", lines: [#"deleted = "/deleted""#]),
+            .init(name: "b", url: "https://h.example/g", lines: [#"deleted = "/status""#, #"deleted_value = "deleted""#]),
+            .init(name: "c", url: "https://h.example/h", lines: [#"deleted = "/state/gone""#, "deleted_value = 1"])))
         #expect(config.feeds[0].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["deleted"]), value: .bool(true)))
         #expect(config.feeds[1].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["status"]), value: .string("deleted")))
         #expect(config.feeds[2].http.descriptor.deleted == DeletionMark(pointer: JSONPointer(tokens: ["state", "gone"]), value: .number("1")))

@@ -7,7 +7,8 @@ import Foundation
 /// table it belongs to (`daemonLines`, ``Network/lines``, ``Retry/lines``, ``Feed/lines``) or as
 /// whole raw tables (`tables`); empty raw elements are left out, and each other one ends up on
 /// lines of its own. It does not check what it renders: tests of the configuration parser, which
-/// feed it malformed or unusual text on purpose, write their TOML as literals.
+/// feed it malformed or unusual text on purpose, write that TOML as literals (well-formed
+/// `[[feed]]` tables they may take from ``Feed/toml``).
 public struct SyncdConfig: Sendable, Equatable {
     /// `[daemon] store`: the store's path.
     public var store: String
@@ -146,6 +147,22 @@ public struct SyncdConfig: Sendable, Equatable {
             self.maxBodyBytes = maxBodyBytes
             self.lines = lines
         }
+
+        /// The entry as a TOML `[[feed]]` table: the header, `name` and `url`, the keys set above
+        /// in the order they are declared, then ``lines``; every line ends in a newline. This is
+        /// how ``SyncdConfig/toml`` renders each of its feeds.
+        public var toml: String {
+            var text = "[[feed]]\n"
+            text += SyncdConfig.key("name", quoted: name)
+            text += SyncdConfig.key("url", quoted: url)
+            text += SyncdConfig.key("page_size", pageSize)
+            text += SyncdConfig.key("refresh_interval", quoted: refreshInterval)
+            text += SyncdConfig.key("backfill", backfill)
+            text += SyncdConfig.key("timeout", quoted: timeout)
+            text += SyncdConfig.key("max_body_bytes", maxBodyBytes)
+            text += SyncdConfig.raw(lines)
+            return text
+        }
     }
 
     /// The configuration as TOML text: `[daemon]`, then `[network]`, `[retry]` and `[metrics]`
@@ -181,15 +198,7 @@ public struct SyncdConfig: Sendable, Equatable {
             text += "\n" + Self.raw([table])
         }
         for feed in feeds {
-            text += "\n[[feed]]\n"
-            text += Self.key("name", quoted: feed.name)
-            text += Self.key("url", quoted: feed.url)
-            text += Self.key("page_size", feed.pageSize)
-            text += Self.key("refresh_interval", quoted: feed.refreshInterval)
-            text += Self.key("backfill", feed.backfill)
-            text += Self.key("timeout", quoted: feed.timeout)
-            text += Self.key("max_body_bytes", feed.maxBodyBytes)
-            text += Self.raw(feed.lines)
+            text += "\n" + feed.toml
         }
         return text
     }

@@ -176,6 +176,18 @@ func withControlServer<R: Sendable>(
     }
 }
 
+extension VarlinkClient {
+    /// As ``withConnection(_:)``, but the connection has answered one `GetInfo` call (its reply
+    /// unchecked) before `body` runs: the server has accepted it and holds one of its slots.
+    @discardableResult
+    func withAnsweredConnection<Result: Sendable>(_ body: (VarlinkConnection) async throws -> Result) async throws -> Result {
+        try await withConnection { connection in
+            _ = try await connection.call("org.varlink.service.GetInfo")
+            return try await body(connection)
+        }
+    }
+}
+
 /// Sends `message`, as it is, to a control server and expects an `InvalidParameter` error naming
 /// `parameter`, after which the same connection still answers a good call.
 func expectInvalidParameter(_ message: String, named parameter: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {

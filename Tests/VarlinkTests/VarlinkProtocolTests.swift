@@ -74,8 +74,7 @@ struct VarlinkProtocolTests {
     @Test func oversizedMessageClosesOnlyItsConnection() async throws {
         try await withControlServer(maxMessageSize: 1024) { path in
             let client = VarlinkClient(socketPath: path)
-            try await client.withConnection { bystander in
-                _ = try await bystander.call("org.varlink.service.GetInfo")
+            try await client.withAnsweredConnection { bystander in
                 try await client.withConnection { offender in
                     let huge = "{\"method\":\"io.syncd.GetStatus\",\"parameters\":{\"x\":\"" + String(repeating: "a", count: 4096) + "\"}}"
                     try await offender.sendRaw(Array(huge.utf8))
@@ -160,10 +159,8 @@ struct VarlinkProtocolTests {
     @Test func connectionLimitRefusesExtraClientsAndRecovers() async throws {
         try await withControlServer(maxConnections: 2) { path in
             let client = VarlinkClient(socketPath: path)
-            try await client.withConnection { first in
-                _ = try await first.call("org.varlink.service.GetInfo")
-                try await client.withConnection { second in
-                    _ = try await second.call("org.varlink.service.GetInfo")
+            try await client.withAnsweredConnection { _ in
+                try await client.withAnsweredConnection { _ in
                     await #expect(throws: (any Error).self) {
                         try await client.call("org.varlink.service.GetInfo")
                     }
