@@ -17,12 +17,28 @@ import Foundation
 import SyncBenchmarkSupport
 import SyncStore
 
-let plainCPUMetric = BenchmarkMetric.reported("plain refresh CPU (µs)")
-let revalidateCPUMetric = BenchmarkMetric.reported("revalidation CPU (µs)")
-let plainRequestsMetric = BenchmarkMetric.reported("plain refresh requests")
-let revalidateRequestsMetric = BenchmarkMetric.reported("revalidation requests")
-let plainWallMetric = BenchmarkMetric.reported("plain refresh wall (µs)")
-let revalidateWallMetric = BenchmarkMetric.reported("revalidation wall (µs)")
+/// The figures recorded for one daemon of the comparison, per refresh, named after what it does.
+struct RefreshCostMetrics: Sendable {
+    let cpu: BenchmarkMetric
+    let requests: BenchmarkMetric
+    let wall: BenchmarkMetric
+
+    init(_ label: String) {
+        cpu = .reported("\(label) CPU (µs)")
+        requests = .reported("\(label) requests")
+        wall = .reported("\(label) wall (µs)")
+    }
+
+    /// Records `cost`, the sum of `refreshes` refreshes, per refresh.
+    func record(_ cost: RefreshCost, of refreshes: Int, in benchmark: Benchmark) {
+        benchmark.measurement(cpu, cost.cpuMicroseconds / refreshes)
+        benchmark.measurement(requests, cost.requests / refreshes)
+        benchmark.measurement(wall, cost.wallMicroseconds / refreshes)
+    }
+}
+
+let plainMetrics = RefreshCostMetrics("plain refresh")
+let revalidationMetrics = RefreshCostMetrics("revalidation")
 
 /// Both daemons of the comparison.
 final class RevalidationRigs: Sendable {
@@ -42,7 +58,10 @@ let revalidationCost: @Sendable () -> Void = {
     Benchmark(
         "revalidation of 200 items vs a plain refresh, \(items) items at \(pageSize) a page",
         configuration: .counting(
-            [plainCPUMetric, revalidateCPUMetric, plainRequestsMetric, revalidateRequestsMetric, plainWallMetric, revalidateWallMetric],
+            [
+                plainMetrics.cpu, revalidationMetrics.cpu, plainMetrics.requests, revalidationMetrics.requests, plainMetrics.wall,
+                revalidationMetrics.wall,
+            ],
             wallClock: false, timeUnits: .microseconds, maxDuration: .seconds(600), maxIterations: 1),
         rig: "revalidation",
         setUp: {
@@ -64,12 +83,8 @@ let revalidationCost: @Sendable () -> Void = {
             plain.add(try refreshOnce(rigs.plain))
             revalidating.add(try refreshOnce(rigs.revalidating))
         }
-        benchmark.measurement(plainCPUMetric, plain.cpuMicroseconds / refreshes)
-        benchmark.measurement(revalidateCPUMetric, revalidating.cpuMicroseconds / refreshes)
-        benchmark.measurement(plainRequestsMetric, plain.requests / refreshes)
-        benchmark.measurement(revalidateRequestsMetric, revalidating.requests / refreshes)
-        benchmark.measurement(plainWallMetric, plain.wallMicroseconds / refreshes)
-        benchmark.measurement(revalidateWallMetric, revalidating.wallMicroseconds / refreshes)
+        plainMetrics.record(plain, of: refreshes, in: benchmark)
+        revalidationMetrics.record(revalidating, of: refreshes, in: benchmark)
         let cpuRatio = Double(revalidating.cpuMicroseconds) / Double(max(1, plain.cpuMicroseconds))
         let wallRatio = Double(revalidating.wallMicroseconds) / Double(max(1, plain.wallMicroseconds))
         summary.append(String(

@@ -17,31 +17,23 @@ let addedMetric = BenchmarkMetric.reported("added by monitor (µs)")
 
 let benchmarks: @Sendable () -> Void = {
     let iterations = knob("LINK_LATENCY_ITERATIONS", default: 1000)
-    let warmup = 20
     Benchmark(
         "Link down → offline verdict (vs raw netlink)",
         configuration: .counting(
-            [rawMetric, verdictMetric, addedMetric], timeUnits: .microseconds, warmupIterations: warmup, maxDuration: .seconds(120),
+            [rawMetric, verdictMetric, addedMetric], timeUnits: .microseconds, warmupIterations: 20, maxDuration: .seconds(120),
             maxIterations: iterations),
         rig: "link-latency",
         setUp: {
             let judged = LinkLatencyRig.Judged(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_JUDGED"] ?? "") ?? .host
             let consumer = LinkLatencyRig.Consumer(rawValue: ProcessInfo.processInfo.environment["LINK_LATENCY_CONSUMER"] ?? "") ?? .monitor
             return try await LinkLatencyRig(judged: judged, consumer: consumer)
-        },
-        tearDown: { rig in
-            print(await rig.summary())
-            await rig.shutdown()
         }
-    ) { benchmark, rig in
-        // Warm-up rounds run before the harness records custom metrics; keep them out of the summary too.
-        let record = benchmark.currentIteration >= warmup
-        benchmark.startMeasurement()
-        let sample = try await rig.measure(record: record)
-        benchmark.stopMeasurement()
+    ) { benchmark, rig, sample in
         benchmark.measurement(rawMetric, sample.raw.wholeMicroseconds)
         benchmark.measurement(verdictMetric, sample.verdict.wholeMicroseconds)
         benchmark.measurement(addedMetric, sample.added.wholeMicroseconds)
         try await rig.restore()
     }
 }
+
+extension LinkLatencyRig: SampledRig {}

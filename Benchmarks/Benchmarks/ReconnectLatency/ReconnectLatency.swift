@@ -27,16 +27,8 @@ func reconnectBenchmark(_ name: String, settle: Duration, inFlight: Bool, iterat
             [rawDownMetric, pausedMetric, rawUpMetric, verdictUpMetric, arrivalMetric], timeUnits: .microseconds,
             warmupIterations: warmup, maxDuration: .seconds(900), maxIterations: iterations),
         rig: "reconnect",
-        setUp: { try await ReconnectRig(settle: settle, inFlight: inFlight) },
-        tearDown: { rig in
-            print(await rig.summary())
-            await rig.shutdown()
-        }
-    ) { benchmark, rig in
-        let record = benchmark.currentIteration >= warmup
-        benchmark.startMeasurement()
-        let sample = try await rig.measure(record: record)
-        benchmark.stopMeasurement()
+        setUp: { try await ReconnectRig(settle: settle, inFlight: inFlight) }
+    ) { benchmark, _, sample in
         benchmark.measurement(rawDownMetric, Int(sample.rawDown / 1000))
         benchmark.measurement(pausedMetric, Int(sample.paused / 1000))
         benchmark.measurement(rawUpMetric, Int(sample.rawUp / 1000))
@@ -55,3 +47,5 @@ let benchmarks: @Sendable () -> Void = {
     reconnectBenchmark(
         "Reconnect → load cancelled in flight, retried (settle 0, spread 0)", settle: .zero, inFlight: true, iterations: iterations, warmup: 3)
 }
+
+extension ReconnectRig: SampledRig {}

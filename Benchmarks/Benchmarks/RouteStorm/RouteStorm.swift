@@ -13,15 +13,31 @@ import BenchmarkHarness
 import BenchmarkSupport
 import Foundation
 
-let monitorCPU = BenchmarkMetric.reported("monitor CPU (ms)")
-let ipMonitorCPU = BenchmarkMetric.reported("ip monitor CPU (ms)")
+/// The figures recorded for one consumer of the storm, named after it.
+struct ConsumerMetrics: Sendable {
+    let cpu: BenchmarkMetric
+    let peakRSS: BenchmarkMetric
+    let caughtUp: BenchmarkMetric
+    let drops: BenchmarkMetric
+
+    init(_ consumer: String) {
+        cpu = .reported("\(consumer) CPU (ms)")
+        peakRSS = .reported("\(consumer) peak RSS (KiB)")
+        caughtUp = .reported("\(consumer) caught up (ms)")
+        drops = .reported("\(consumer) kernel drops (#)")
+    }
+
+    func record(_ cost: StormConsumerCost, in benchmark: Benchmark) {
+        benchmark.measurement(cpu, cost.cpu.wholeMilliseconds)
+        benchmark.measurement(peakRSS, cost.peakRSS >> 10)
+        benchmark.measurement(caughtUp, cost.caughtUp.wholeMilliseconds)
+        benchmark.measurement(drops, cost.drops)
+    }
+}
+
+let monitorMetrics = ConsumerMetrics("monitor")
+let ipMonitorMetrics = ConsumerMetrics("ip monitor")
 let cpuRatioPercent = BenchmarkMetric.reported("CPU monitor/ip monitor (%)")
-let monitorPeakRSS = BenchmarkMetric.reported("monitor peak RSS (KiB)")
-let ipMonitorPeakRSS = BenchmarkMetric.reported("ip monitor peak RSS (KiB)")
-let monitorConverged = BenchmarkMetric.reported("monitor caught up (ms)")
-let ipMonitorDrained = BenchmarkMetric.reported("ip monitor caught up (ms)")
-let monitorDrops = BenchmarkMetric.reported("monitor kernel drops (#)")
-let ipMonitorDrops = BenchmarkMetric.reported("ip monitor kernel drops (#)")
 
 /// `storm-monitor` sits in the same build directory as this benchmark executable.
 func helperPath() -> String {
@@ -41,20 +57,17 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark(
         "Route storm \(routes) \(expires.map { $0 > 0 ? "IPv6 routes expiring in \($0) s: " : "IPv6 routes: " } ?? "")adds + deletes: monitor vs ip monitor",
         configuration: .counting(
-            [monitorCPU, ipMonitorCPU, cpuRatioPercent, monitorPeakRSS, ipMonitorPeakRSS, monitorConverged, ipMonitorDrained, monitorDrops, ipMonitorDrops],
+            [
+                monitorMetrics.cpu, ipMonitorMetrics.cpu, cpuRatioPercent, monitorMetrics.peakRSS, ipMonitorMetrics.peakRSS,
+                monitorMetrics.caughtUp, ipMonitorMetrics.caughtUp, monitorMetrics.drops, ipMonitorMetrics.drops,
+            ],
             timeUnits: .milliseconds, maxDuration: .seconds(900), maxIterations: iterations, teardown: { log.flush() })
     ) { benchmark in
         do {
             let result = try await RouteStormRig.run(routes: routes, expires: expires, helperPath: helperPath())
-            benchmark.measurement(monitorCPU, result.monitorCPU.wholeMilliseconds)
-            benchmark.measurement(ipMonitorCPU, result.ipCPU.wholeMilliseconds)
+            monitorMetrics.record(result.monitor, in: benchmark)
+            ipMonitorMetrics.record(result.ip, in: benchmark)
             benchmark.measurement(cpuRatioPercent, Int((result.cpuRatio * 100).rounded()))
-            benchmark.measurement(monitorPeakRSS, result.monitorPeakRSS >> 10)
-            benchmark.measurement(ipMonitorPeakRSS, result.ipPeakRSS >> 10)
-            benchmark.measurement(monitorConverged, result.monitorConverged.wholeMilliseconds)
-            benchmark.measurement(ipMonitorDrained, result.ipDrained.wholeMilliseconds)
-            benchmark.measurement(monitorDrops, result.monitorDrops)
-            benchmark.measurement(ipMonitorDrops, result.ipDrops)
             log.append("iteration \(benchmark.currentIteration): \(result.description)")
         } catch {
             benchmark.error("route storm: \(error)")

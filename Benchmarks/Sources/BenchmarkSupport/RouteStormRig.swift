@@ -3,28 +3,52 @@ import Foundation
 import NetlinkMonitor
 import NetlinkProbe
 
+/// What one consumer of a route storm cost, measured from outside through /proc: CPU spent from
+/// just before the storm until it had caught up, and its memory.
+public struct StormConsumerCost: Sendable {
+    /// CPU time (user + system) from just before the storm until caught up.
+    public var cpu: Duration
+    /// The user part of ``cpu``.
+    public var user: Duration
+    /// The system part of ``cpu``.
+    public var system: Duration
+    /// Resident set size just before the storm, bytes.
+    public var rssBefore: Int
+    /// Peak resident set size over the process's whole life, bytes.
+    public var peakRSS: Int
+    /// Storm start → caught up (what that means is the consumer's: see ``StormResult``).
+    public var caughtUp: Duration
+    /// Messages the kernel dropped for the consumer's netlink sockets.
+    public var drops: Int
+
+    /// The cost between `before` (just before the storm) and `after` (once caught up).
+    init(before: ProcessUsage, after: ProcessUsage, caughtUp: Duration, drops: Int) {
+        cpu = after.cpu - before.cpu
+        user = after.user - before.user
+        system = after.system - before.system
+        rssBefore = before.residentBytes
+        peakRSS = after.peakResidentBytes
+        self.caughtUp = caughtUp
+        self.drops = drops
+    }
+
+    /// `cpu 12.3 ms (user 8.1, sys 4.2), rss 1024 → peak 2048 KiB`
+    var usage: String {
+        func ms(_ d: Duration) -> String { ProcFS.milliseconds(d) }
+        return "cpu \(ms(cpu)) ms (user \(ms(user)), sys \(ms(system))), rss \(rssBefore >> 10) → peak \(peakRSS >> 10) KiB"
+    }
+}
+
 /// The outcome of one route storm.
 public struct StormResult: Sendable {
-    /// The monitor process (`storm-monitor`): CPU spent from just before the storm until it had
-    /// converged on the kernel's final tables, and its peak RSS over its whole life.
-    public var monitorCPU: Duration
-    public var monitorUser: Duration
-    public var monitorSystem: Duration
-    public var monitorRSSBefore: Int
-    public var monitorPeakRSS: Int
-    /// Storm start → the monitor's snapshot and verdict equal a fresh dump's.
-    public var monitorConverged: Duration
-    public var monitorDrops: Int
+    /// The monitor process (`storm-monitor`), caught up once its snapshot and verdict equal a
+    /// fresh dump's (it converged on the kernel's final tables).
+    public var monitor: StormConsumerCost
     public var monitorCheck: StormCheck
 
-    /// `ip monitor route` consuming the same storm, until its socket queue was empty and it idled.
-    public var ipCPU: Duration
-    public var ipUser: Duration
-    public var ipSystem: Duration
-    public var ipRSSBefore: Int
-    public var ipPeakRSS: Int
-    public var ipDrained: Duration
-    public var ipDrops: Int
+    /// `ip monitor route` consuming the same storm, caught up once its socket queue was empty and
+    /// it idled.
+    public var ip: StormConsumerCost
     /// Lines `ip monitor` printed (one per route event it received).
     public var ipEventLines: Int
 
@@ -33,15 +57,15 @@ public struct StormResult: Sendable {
     /// Notifications the storm makes the kernel send (adds + deletes + the default route's removal).
     public var notifications: Int
 
-    public var cpuRatio: Double { seconds(monitorCPU) / max(seconds(ipCPU), 1e-9) }
+    public var cpuRatio: Double { seconds(monitor.cpu) / max(seconds(ip.cpu), 1e-9) }
 
     public var description: String {
         func ms(_ d: Duration) -> String { ProcFS.milliseconds(d) }
         return """
         route storm: \(notifications) route notifications, ip -batch took \(ms(stormWall)) ms
-          monitor:    cpu \(ms(monitorCPU)) ms (user \(ms(monitorUser)), sys \(ms(monitorSystem))), rss \(monitorRSSBefore >> 10) → peak \(monitorPeakRSS >> 10) KiB, converged after \(ms(monitorConverged)) ms, kernel drops \(monitorDrops), overflows \(monitorCheck.statistics.overflows), full resyncs \(monitorCheck.statistics.fullResyncs), batches \(monitorCheck.statistics.batches), snapshots \(monitorCheck.statistics.snapshotsPublished), kernel route lookups \(monitorCheck.statistics.routeLookups)
-          ip monitor: cpu \(ms(ipCPU)) ms (user \(ms(ipUser)), sys \(ms(ipSystem))), rss \(ipRSSBefore >> 10) → peak \(ipPeakRSS >> 10) KiB, drained after \(ms(ipDrained)) ms, kernel drops \(ipDrops), events printed \(ipEventLines)
-          cpu ratio monitor/ip monitor: \(cpuRatio.formatted(.number.precision(.fractionLength(2)))) (target ≤ 1.00: \(cpuRatio <= 1 ? "met" : "missed")); peak rss \(monitorPeakRSS >> 20) MiB (target < 64 MiB: \(monitorPeakRSS < 64 << 20 ? "met" : "missed"))
+          monitor:    \(monitor.usage), converged after \(ms(monitor.caughtUp)) ms, kernel drops \(monitor.drops), overflows \(monitorCheck.statistics.overflows), full resyncs \(monitorCheck.statistics.fullResyncs), batches \(monitorCheck.statistics.batches), snapshots \(monitorCheck.statistics.snapshotsPublished), kernel route lookups \(monitorCheck.statistics.routeLookups)
+          ip monitor: \(ip.usage), drained after \(ms(ip.caughtUp)) ms, kernel drops \(ip.drops), events printed \(ipEventLines)
+          cpu ratio monitor/ip monitor: \(cpuRatio.formatted(.number.precision(.fractionLength(2)))) (target ≤ 1.00: \(cpuRatio <= 1 ? "met" : "missed")); peak rss \(monitor.peakRSS >> 20) MiB (target < 64 MiB: \(monitor.peakRSS < 64 << 20 ? "met" : "missed"))
           final verdict \(monitorCheck.verdict.map(String.init(describing:)) ?? "none"), kernel dump says \(monitorCheck.kernelVerdict)
         """
     }
@@ -153,21 +177,9 @@ public enum RouteStormRig {
         }
 
         return StormResult(
-            monitorCPU: monitorDone.usage.cpu - monitorBefore.cpu,
-            monitorUser: monitorDone.usage.user - monitorBefore.user,
-            monitorSystem: monitorDone.usage.system - monitorBefore.system,
-            monitorRSSBefore: monitorBefore.residentBytes,
-            monitorPeakRSS: monitorDone.usage.peakResidentBytes,
-            monitorConverged: monitorDone.at,
-            monitorDrops: monitorDrops,
+            monitor: StormConsumerCost(before: monitorBefore, after: monitorDone.usage, caughtUp: monitorDone.at, drops: monitorDrops),
             monitorCheck: monitorDone.check,
-            ipCPU: ipDone.usage.cpu - ipBefore.cpu,
-            ipUser: ipDone.usage.user - ipBefore.user,
-            ipSystem: ipDone.usage.system - ipBefore.system,
-            ipRSSBefore: ipBefore.residentBytes,
-            ipPeakRSS: ipDone.usage.peakResidentBytes,
-            ipDrained: ipDone.at,
-            ipDrops: ipDrops,
+            ip: StormConsumerCost(before: ipBefore, after: ipDone.usage, caughtUp: ipDone.at, drops: ipDrops),
             ipEventLines: ipEventLines,
             stormWall: stormWall,
             notifications: 2 * routes + 1
