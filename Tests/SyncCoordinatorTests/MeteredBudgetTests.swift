@@ -47,7 +47,7 @@ struct MeteredBudgetTests {
         #expect(try await source.call(2).direction == "newer", "asked for by hand: it loads")
         try await source.respond(2, page([], older: nil, newer: nil), bytes: 100)
         try await feed.waitFor { $0.meteredUsage?.bytes == 1200 && !$0.newer.load.isLoading }
-        try await waitUntil("the store records 1200 bytes") { try await store.meteredUsage(feed: "home")?.bytes == 1200 }
+        try await waitUntil("the store records 1200 bytes") { await store.meteredUsage(feed: "home")?.bytes == 1200 }
         await feed.stop()
 
         // A restart reads the day's bytes back: nothing loads by itself.

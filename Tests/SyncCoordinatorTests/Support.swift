@@ -157,11 +157,11 @@ actor GatedStore: FeedStore {
         self.groupsCommits = groupsCommits
     }
 
-    func load(feed: String) async throws -> PersistedFeed { try await inner.load(feed: feed) }
+    func load(feed: String) async throws -> PersistedFeed { await inner.load(feed: feed) }
 
     func commit(feed: String, direction: Direction, page: FeedPage, at date: Date) async throws -> CommitOutcome {
         await hold(pages: 1)
-        return try await inner.commit(feed: feed, direction: direction, page: page, at: date)
+        return await inner.commit(feed: feed, direction: direction, page: page, at: date)
     }
 
     func commit(feed: String, direction: Direction, pages: [FeedPage], at date: Date) async throws -> [CommitOutcome] {
@@ -172,13 +172,13 @@ actor GatedStore: FeedStore {
         }
         await hold(pages: pages.count)
         var outcomes: [CommitOutcome] = []
-        for page in pages { outcomes.append(try await inner.commit(feed: feed, direction: direction, page: page, at: date)) }
+        for page in pages { outcomes.append(await inner.commit(feed: feed, direction: direction, page: page, at: date)) }
         return outcomes
     }
 
     func revalidate(feed: String, walk: RevalidationResult, at date: Date) async throws -> CommitOutcome {
         await hold(pages: 1)
-        return try await inner.revalidate(feed: feed, walk: walk, at: date)
+        return await inner.revalidate(feed: feed, walk: walk, at: date)
     }
 
     private func hold(pages: Int) async {
@@ -188,13 +188,13 @@ actor GatedStore: FeedStore {
     }
 
     func items(feed: String, offset: Int, limit: Int) async throws -> [FeedItem] {
-        try await inner.items(feed: feed, offset: offset, limit: limit)
+        await inner.items(feed: feed, offset: offset, limit: limit)
     }
 
-    func meteredUsage(feed: String) async throws -> MeteredUsage? { try await inner.meteredUsage(feed: feed) }
+    func meteredUsage(feed: String) async throws -> MeteredUsage? { await inner.meteredUsage(feed: feed) }
 
     func recordMeteredUsage(feed: String, _ usage: MeteredUsage) async throws {
-        try await inner.recordMeteredUsage(feed: feed, usage)
+        await inner.recordMeteredUsage(feed: feed, usage)
     }
 
     /// Waits until the `count`-th commit (1-based) is being held.

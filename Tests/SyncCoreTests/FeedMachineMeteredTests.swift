@@ -99,12 +99,12 @@ import Testing
     }
 
     @Test func nothingIsFetchedAheadOverAMeteredLinkUnderABudget() {
-        var h = loadedFeed(.sync, budget: 1_000_000)
+        let h = loadedFeed(.sync, budget: 1_000_000)
         let older = h.inFlight[.older]!
         let next = page(["28"], older: "28", newer: nil)
         #expect(h.machine.backfillCursor(afterCommitting: next, answering: older.token, in: .older) == nil)
         #expect(h.machine.readAheadCursor(after: "28", pendingItems: 1) == nil)
-        var free = loadedFeed(.sync, over: Self.unmetered)
+        let free = loadedFeed(.sync, over: Self.unmetered)
         let unmeteredOlder = free.inFlight[.older]!
         #expect(free.machine.backfillCursor(afterCommitting: next, answering: unmeteredOlder.token, in: .older) == "28")
     }

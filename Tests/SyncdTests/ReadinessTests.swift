@@ -159,7 +159,7 @@ import TestSupport
         #expect(extensions.allSatisfy { $0.contains("STATUS=opening the store") }, "\(extensions)")
         #expect(!messages.contains { $0.split(separator: "\n").contains("READY=1") }, "ready while the store was held: \(messages)")
 
-        FileManager.default.createFile(atPath: release, contents: nil)
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
         let rest = try await notify.messages(until: "READY=1", timeout: hangGuard * 2)
         #expect(rest.last?.contains("READY=1") == true, "\(rest) \(daemon.output)")
         // syncd can be ready before the holder has printed what it did after letting go.

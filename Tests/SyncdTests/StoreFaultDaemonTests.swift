@@ -298,7 +298,7 @@ struct StoreDamageDaemonTests {
                     #expect(lines()[(againAt + 1)...].contains("WATCHDOG=1"), "fed again after the thaw")
                 }
             } catch {
-                if frozen { try? await runCommand(["fsfreeze", "-u", mount]) }
+                if frozen { _ = try? await runCommand(["fsfreeze", "-u", mount]) }
                 throw error
             }
         }
