@@ -331,7 +331,8 @@ public final class VarlinkServer: Sendable {
         let lifecycle = ConnectionLifecycle(
             logger: logger, maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
             budget: budget, uid: socket.peer.uid)
-        // What it held goes back to the user's budget on every path out, whatever was read.
+        // What it held goes back to the user's budget on every path out, whatever was read, and
+        // only after the channel closed: until then NIO still holds the buffers the bytes are in.
         defer { lifecycle.releaseQueue() }
         // A read must fit the user's bound, or a user's first read could never be made.
         let readSize = max(64 * Self.readsPerWakeUp, min(Self.maxReadSize, configuration.maxQueuedBytesPerUser))

@@ -42,10 +42,9 @@ struct VarlinkServerConnection: Sendable {
 
     func serve(_ inbound: NIOAsyncChannelInboundStream<VarlinkFrame>) async throws {
         let (frames, queue) = AsyncStream.makeStream(of: VarlinkFrame.self)
-        defer {
-            lifecycle.close(because: "connection ended")
-            lifecycle.releaseQueue()
-        }
+        // What the connection held goes back to its user's budget in `VarlinkServer.serve`, once
+        // the channel, and the buffers NIO kept for it, are gone.
+        defer { lifecycle.close(because: "connection ended") }
         try await withThrowingTaskGroup(of: Ending.self) { group in
             group.addTask {
                 defer { queue.finish() }
