@@ -73,6 +73,8 @@ final class ConnectionLifecycle: Sendable {
     /// The bound shared by the connections of the peer's user, and that user.
     private let budget: QueueBudget?
     private let uid: UInt32
+    /// What the connection itself is charged to its user's bound while it is open.
+    private let connectionCharge: Int
 
     init(
         logger: Logger,
@@ -80,6 +82,7 @@ final class ConnectionLifecycle: Sendable {
         maxQueuedBytes: Int = 256 * 1024,
         budget: QueueBudget? = nil,
         uid: UInt32 = 0,
+        connectionCharge: Int = 0,
         now: ContinuousClock.Instant = .now
     ) {
         self.state = Mutex(State(lastActivity: now))
@@ -88,6 +91,8 @@ final class ConnectionLifecycle: Sendable {
         self.maxQueuedBytes = maxQueuedBytes
         self.budget = budget
         self.uid = uid
+        self.connectionCharge = budget == nil ? 0 : max(0, connectionCharge)
+        budget?.charge(self.connectionCharge, for: uid)
     }
 
     var phase: Phase { state.withLock { $0.phase } }
@@ -243,15 +248,18 @@ final class ConnectionLifecycle: Sendable {
         state.withLock { $0.readResumer }?()
     }
 
-    /// Gives the bytes still held back to the user's budget; the connection is over.
+    /// Gives the bytes still held, and the connection's charge, back to the user's budget; the
+    /// connection is over.
     func releaseQueue() {
-        let released = state.withLock { state -> (held: Int, reserved: Int) in
-            guard !state.budgetReleased else { return (0, 0) }
+        let released = state.withLock { state -> (held: Int, reserved: Int)? in
+            guard !state.budgetReleased else { return nil }
             state.budgetReleased = true
             state.readResumer = nil
             return (state.held, state.readReserved)
         }
+        guard let released else { return }
         budget?.release(released.held, reservation: released.reserved, for: uid)
+        budget?.discharge(connectionCharge, for: uid)
         budget?.forget(self, of: uid)
     }
 

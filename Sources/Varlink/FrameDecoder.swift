@@ -45,8 +45,10 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
                 return overflow(context: context, buffer: &buffer)
             }
             // A copy, not a slice: a slice would keep the whole read buffer alive while the call
-            // waits in the queue, so the queue's bounds would not bound the memory held.
-            let message = ByteBuffer(bytes: buffer.readableBytesView.prefix(length))
+            // waits in the queue, so the queue's bounds would not bound the memory held. From the
+            // channel's allocator, as the buffers it is read into (``ConnectionBuffers``).
+            var message = context.channel.allocator.buffer(capacity: length)
+            message.writeBytes(buffer.readableBytesView.prefix(length))
             buffer.moveReaderIndex(forwardBy: length + 1)
             lifecycle?.framed()
             context.fireChannelRead(wrapInboundOut(.message(message)))
@@ -55,7 +57,7 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
         if buffer.readableBytes > maxMessageSize {
             return overflow(context: context, buffer: &buffer)
         }
-        Self.shrink(&buffer)
+        Self.shrink(&buffer, allocator: context.channel.allocator)
         return .needMoreData
     }
 
@@ -64,10 +66,12 @@ struct VarlinkFrameDecoder: ByteToMessageDecoder {
     /// bytes, and grows it by doubling: the few bytes read past a large call would otherwise
     /// keep that call's storage (128 KiB past a 64 KiB call) for as long as the next message
     /// takes to come, on every connection that sent one.
-    static func shrink(_ buffer: inout ByteBuffer) {
+    static func shrink(_ buffer: inout ByteBuffer, allocator: ByteBufferAllocator) {
         let readable = buffer.readableBytes
         guard readable > 0, buffer.storageCapacity > 2 * max(readable, smallestBuffer) else { return }
-        buffer = ByteBuffer(bytes: buffer.readableBytesView)
+        var moved = allocator.buffer(capacity: readable)
+        moved.writeBuffer(&buffer)
+        buffer = moved
     }
 
     /// A buffer this small is not worth moving.

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Bytes that each user's connections have read from their sockets and not yet answered (or
-/// thrown away), against a bound per user.
+/// thrown away), with what the connections themselves cost, against a bound per user.
 ///
 /// A connection's own bound keeps one connection small; this one keeps a user's connections
 /// together small, so a user holding every slot it may hold still cannot make the server
@@ -17,6 +17,8 @@ final class QueueBudget: Sendable {
         var held: [UInt32: Int] = [:]
         /// Room taken for reads under way, by user.
         var reserved: [UInt32: Int] = [:]
+        /// What the user's open connections cost before they send anything, by user.
+        var charged: [UInt32: Int] = [:]
         /// Connections waiting for their user's bytes to be released, by user.
         var waiting: [UInt32: [ObjectIdentifier: ConnectionLifecycle]] = [:]
     }
@@ -31,7 +33,8 @@ final class QueueBudget: Sendable {
     /// connection's progress can make room.
     func reserve(_ bytes: Int, for uid: UInt32, waiter: ConnectionLifecycle) -> Bool {
         state.withLock { state in
-            guard state.held[uid, default: 0] + state.reserved[uid, default: 0] + bytes <= bytesPerUser else {
+            let taken = state.held[uid, default: 0] + state.reserved[uid, default: 0] + state.charged[uid, default: 0]
+            guard taken + bytes <= bytesPerUser else {
                 state.waiting[uid, default: [:]][ObjectIdentifier(waiter)] = waiter
                 return false
             }
@@ -61,6 +64,23 @@ final class QueueBudget: Sendable {
         }
     }
 
+    /// Charges `uid` the cost of a connection that opened: it counts against the bound like
+    /// bytes held, until ``discharge(_:for:)`` as the connection ends.
+    func charge(_ bytes: Int, for uid: UInt32) {
+        guard bytes > 0 else { return }
+        state.withLock { $0.charged[uid, default: 0] += bytes }
+    }
+
+    /// Takes back a charge of ``charge(_:for:)`` and wakes the user's waiting connections.
+    func discharge(_ bytes: Int, for uid: UInt32) {
+        guard bytes > 0 else { return }
+        change(uid) { state in
+            state.charged[uid, default: 0] -= bytes
+            if state.charged[uid] ?? 0 <= 0 { state.charged[uid] = nil }
+            return true
+        }
+    }
+
     /// Applies `body` to the state; when it says room was made, wakes the user's waiters.
     private func change(_ uid: UInt32, _ body: (inout State) -> Bool) {
         let waiters = state.withLock { state -> [ConnectionLifecycle] in
@@ -81,8 +101,14 @@ final class QueueBudget: Sendable {
         }
     }
 
-    /// Bytes all users' connections hold now (read, not yet answered or thrown away).
+    /// Bytes all users' connections hold now (read, not yet answered or thrown away); the
+    /// connections' charges are not bytes read, and not in this.
     var total: Int {
         state.withLock { $0.held.values.reduce(0, +) }
+    }
+
+    /// What all users' open connections are charged now (``charge(_:for:)``).
+    var charges: Int {
+        state.withLock { $0.charged.values.reduce(0, +) }
     }
 }

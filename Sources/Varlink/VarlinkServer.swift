@@ -47,8 +47,15 @@ public final class VarlinkServer: Sendable {
         public var maxQueuedCalls: Int
         /// Bytes of calls one connection may have read but not yet answered.
         public var maxQueuedBytes: Int
-        /// Bytes of calls the connections of one user may hold together.
+        /// Bytes of calls the connections of one user may hold together, with what the
+        /// connections themselves cost (``connectionCost``).
         public var maxQueuedBytesPerUser: Int
+        /// What an open connection costs the server before it sends anything (its channel,
+        /// handlers, tasks and stream), charged to a non-root user's ``maxQueuedBytesPerUser``
+        /// while it is open, so that bound is on all the memory a user's connections hold, not
+        /// only on their calls. The server charges less when a user holding every slot it may
+        /// hold would otherwise have no room left for one message of ``maxMessageSize``.
+        public var connectionCost: Int
         /// The error sent before a connection closes for queueing calls behind a stream beyond
         /// the bounds (such calls would never run). Name it in the served interface.
         public var floodError: VarlinkError
@@ -68,6 +75,7 @@ public final class VarlinkServer: Sendable {
             maxQueuedCalls: Int = 128,
             maxQueuedBytes: Int = 256 * 1024,
             maxQueuedBytesPerUser: Int = 1024 * 1024,
+            connectionCost: Int = 36 * 1024,
             floodError: VarlinkError = VarlinkError("org.varlink.service.InvalidParameter", parameters: ["parameter": .string("pipelined calls")]),
             refusalLogInterval: Duration = .seconds(10)
         ) {
@@ -80,6 +88,7 @@ public final class VarlinkServer: Sendable {
             self.maxQueuedCalls = max(1, maxQueuedCalls)
             self.maxQueuedBytes = max(1, maxQueuedBytes)
             self.maxQueuedBytesPerUser = max(1, maxQueuedBytesPerUser)
+            self.connectionCost = max(0, connectionCost)
             self.floodError = floodError
             self.refusalLogInterval = refusalLogInterval
         }
@@ -135,6 +144,9 @@ public final class VarlinkServer: Sendable {
         public var refused: [Refusal: Int]
         /// Bytes of calls read and not yet answered, over all connections.
         public var queuedBytes: Int
+        /// What the open connections are charged to their users' bounds
+        /// (``Configuration/connectionCost``), over all users.
+        public var chargedBytes: Int
     }
 
     /// A server for `service`; `run()` starts it.
@@ -157,7 +169,7 @@ public final class VarlinkServer: Sendable {
 
     /// The connection counts now.
     public var statistics: Statistics {
-        state.withLock { Statistics(open: $0.connections, accepted: $0.accepted, refused: $0.refused, queuedBytes: budget.total) }
+        state.withLock { Statistics(open: $0.connections, accepted: $0.accepted, refused: $0.refused, queuedBytes: budget.total, chargedBytes: budget.charges) }
     }
 
     /// Returns once the socket is listening (`true`) or ``run()`` has failed to listen
@@ -306,6 +318,14 @@ public final class VarlinkServer: Sendable {
     private static let maxReadSize = 16 * 1024
     private static let readsPerWakeUp = 4
 
+    /// What a non-root connection is charged: the configured cost, or less when a user with
+    /// every slot it may hold would otherwise have no room for one largest message and a read.
+    /// Root is not charged: its slots go up to every connection.
+    static func connectionCharge(_ configuration: Configuration, readSize: Int) -> Int {
+        let room = configuration.maxQueuedBytesPerUser - configuration.maxMessageSize - 1 - readSize
+        return max(0, min(configuration.connectionCost, room / configuration.maxConnectionsPerUser))
+    }
+
     /// Why `peer` may not have a slot now, or `nil` when it may.
     private static func refusal(of peer: VarlinkPeer, in state: State, configuration: Configuration) -> Refusal? {
         if state.stopping { return .stopping }
@@ -328,14 +348,15 @@ public final class VarlinkServer: Sendable {
         var logger = self.logger
         logger[metadataKey: "peer"] = "pid=\(socket.peer.pid) uid=\(socket.peer.uid)"
         let configuration = self.configuration
+        // A read must fit the user's bound, or a user's first read could never be made.
+        let readSize = max(64 * Self.readsPerWakeUp, min(Self.maxReadSize, configuration.maxQueuedBytesPerUser))
         let lifecycle = ConnectionLifecycle(
             logger: logger, maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
-            budget: budget, uid: socket.peer.uid)
+            budget: budget, uid: socket.peer.uid,
+            connectionCharge: socket.peer.uid == 0 ? 0 : Self.connectionCharge(configuration, readSize: readSize))
         // What it held goes back to the user's budget on every path out, whatever was read, and
         // only after the channel closed: until then NIO still holds the buffers the bytes are in.
         defer { lifecycle.releaseQueue() }
-        // A read must fit the user's bound, or a user's first read could never be made.
-        let readSize = max(64 * Self.readsPerWakeUp, min(Self.maxReadSize, configuration.maxQueuedBytesPerUser))
         let channel: NIOAsyncChannel<VarlinkFrame, ByteBuffer>
         do {
             channel = try await ClientBootstrap(group: eventLoopGroup)
@@ -347,6 +368,9 @@ public final class VarlinkServer: Sendable {
                 .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(
                     minimum: 64, initial: min(2048, readSize / Self.readsPerWakeUp), maximum: readSize / Self.readsPerWakeUp))
                 .channelOption(.maxMessagesPerRead, value: UInt(Self.readsPerWakeUp))
+                // What is read, gathered and cut into calls costs the pages it fills and goes
+                // back to the kernel when it is let go, so the budget bounds resident memory.
+                .channelOption(.allocator, value: ConnectionBuffers.allocator)
                 .withConnectedSocket(socket.fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ReadGate(lifecycle: lifecycle, readSize: readSize))
