@@ -98,14 +98,14 @@ let fairness: @Sendable () -> Void = {
               GetStatus alone:            p50 %.0f µs, p99 %.0f µs
               GetStatus under ListItems:  p50 %.0f µs, p99 %.0f µs (p99 %.2f× alone)
               ListItems: %.0f items/s over %.1f s (%d pages in all)%@
-              RSS under the attack (16 connections × 127 pipelined ~64 KiB calls, unread): %d KiB before, peak %d KiB (+%d KiB)
+              RSS under the attack (%d connections × %d pipelined ~64 KiB calls, unread): %d KiB before, peak %d KiB (+%d KiB; anonymous +%d KiB)
             """,
             items, clients, calls,
             percentile(alone, 0.5), percentile(alone, 0.99),
             percentile(loaded, 0.5), percentile(loaded, 0.99), percentile(loaded, 0.99) / max(percentile(alone, 0.99), 1),
             itemsPerSecond, measured, pages.load(ordering: .relaxed),
             failed.isEmpty ? "" : "; client errors: \(failed.prefix(3))" as NSString,
-            growth.before, growth.peak, growth.grown))
+            growth.connections, growth.calls, growth.before, growth.peak, growth.grown, growth.anonymousGrown))
     }
 }
 
@@ -299,9 +299,11 @@ func attackCalls() -> (call: [UInt8], watch: [UInt8]) {
 
 /// syncd's RSS before and at its peak while 16 connections pipeline 127 calls of ~64 KiB each
 /// (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
-func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: Int, anonymousGrown: Int) {
-    // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones.
+func attackGrowth(_ rig: ScrapeRig) throws -> (connections: Int, calls: Int, before: Int, peak: Int, grown: Int, anonymousGrown: Int) {
+    // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones;
+    // ATTACK_CALLS=0 (default 127) measures what the connections cost with only their Watch.
     let connections = knob("ATTACK_CONNECTIONS", default: 16)
+    let calls = knob("ATTACK_CALLS", default: 127)
     let (call, watch) = attackCalls()
     try warmUp(rig, connections: connections)
     let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
@@ -320,18 +322,18 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (before: Int, peak: Int, grown: In
     var anonymousPeak = anonymousBefore
     let deadline = ContinuousClock.now + .seconds(5)
     while ContinuousClock.now < deadline {
-        for (index, fd) in sockets.enumerated() where sent[index] < 127 {
+        for (index, fd) in sockets.enumerated() where sent[index] < calls {
             let written = call[offset[index]...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if written > 0 {
                 offset[index] += written
                 if offset[index] == call.count { offset[index] = 0; sent[index] += 1 }
             } else if written < 0 && errno != EAGAIN && errno != EINTR {
-                sent[index] = 127
+                sent[index] = calls
             }
         }
         peak = max(peak, procKiB(pid: rig.syncdPID, file: "status", "VmRSS"))
         anonymousPeak = max(anonymousPeak, procKiB(pid: rig.syncdPID, file: "status", "RssAnon"))
         usleep(1_000)
     }
-    return (before, peak, peak - before, anonymousPeak - anonymousBefore)
+    return (connections, calls, before, peak, peak - before, anonymousPeak - anonymousBefore)
 }
