@@ -5,8 +5,8 @@
 // 1. root's GetStatus (a new connection each) alone, FAIRNESS_CALLS times (default 300);
 // 2. the same while FAIRNESS_CLIENTS clients (default 16) page through the feed with ListItems
 //    (limit 500, one connection each, from the top again at the end), and those clients' items/s;
-// 3. syncd's RSS while 16 connections each send a Watch, then pipeline 127 calls of ~64 KiB and
-//    never read a reply
+// 3. syncd's RSS while 16 connections of `nobody` each send a Watch, then pipeline 127 calls of
+//    ~64 KiB and never read a reply
 //    (the amplification attack of issue 39), against its RSS just before.
 //
 // The summary prints p50/p99 of both GetStatus runs and their ratio, items/s, and the RSS growth.
@@ -297,8 +297,33 @@ func attackCalls() -> (call: [UInt8], watch: [UInt8]) {
             Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0])
 }
 
-/// syncd's RSS before and at its peak while 16 connections pipeline 127 calls of ~64 KiB each
-/// (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
+/// The attacking client: opens the connections, sends each its Watch, then pipelines the calls
+/// with non-blocking writes for 5 s and never reads. Run as another user than root (the issue's
+/// attack is by `nobody`), since root's connections are not charged to a user's bound.
+let attackScript = """
+    import socket, sys, time
+    path, connections, calls, watch, call = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].encode(), sys.argv[5].encode()
+    watch, call = watch + b"\\0", call + b"\\0"
+    sockets = []
+    for _ in range(connections):
+        s = socket.socket(socket.AF_UNIX); s.connect(path); s.sendall(watch); s.setblocking(False)
+        sockets.append([s, 0, 0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for entry in sockets:
+            s, offset, sent = entry
+            if sent >= calls: continue
+            try:
+                offset += s.send(call[offset:])
+                if offset == len(call): offset, sent = 0, sent + 1
+                entry[1], entry[2] = offset, sent
+            except BlockingIOError: pass
+            except OSError: entry[2] = calls  # closed by syncd for flooding
+        time.sleep(0.001)
+    """
+
+/// syncd's RSS before and at its peak while 16 connections of `nobody` pipeline 127 calls of
+/// ~64 KiB each (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
 func attackGrowth(_ rig: ScrapeRig) throws -> (connections: Int, calls: Int, before: Int, peak: Int, grown: Int, anonymousGrown: Int) {
     // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones;
     // ATTACK_CALLS=0 (default 127) measures what the connections cost with only their Watch.
@@ -309,31 +334,26 @@ func attackGrowth(_ rig: ScrapeRig) throws -> (connections: Int, calls: Int, bef
     let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
     // The heap alone: code the attack's paths fault in is file-backed and counts in VmRSS only.
     let anonymousBefore = procKiB(pid: rig.syncdPID, file: "status", "RssAnon")
-    let sockets = try (0..<connections).map { _ in
-        let fd = try connectUnix(rig.controlSocket)
-        _ = watch.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        return fd
+    // ATTACK_AS_ROOT=1 attacks as root instead, whose connections are not charged.
+    let asNobody = getuid() == 0 && knob("ATTACK_AS_ROOT", default: 0) == 0
+        ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+    let arguments = asNobody + [
+        "/usr/bin/python3", "-c", attackScript, rig.controlSocket, "\(connections)", "\(calls)",
+        String(decoding: watch.dropLast(), as: UTF8.self), String(decoding: call.dropLast(), as: UTF8.self),
+    ]
+    let outcome = Mutex<Result<String, any Error>?>(nil)
+    Thread.detachNewThread {
+        let result = Result { try runCommand(arguments) }
+        outcome.withLock { $0 = result }
     }
-    defer { for fd in sockets { close(fd) } }
-    var sent = [Int](repeating: 0, count: sockets.count)
-    var offset = [Int](repeating: 0, count: sockets.count)
     var peak = before
     var anonymousPeak = anonymousBefore
-    let deadline = ContinuousClock.now + .seconds(5)
-    while ContinuousClock.now < deadline {
-        for (index, fd) in sockets.enumerated() where sent[index] < calls {
-            let written = call[offset[index]...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written > 0 {
-                offset[index] += written
-                if offset[index] == call.count { offset[index] = 0; sent[index] += 1 }
-            } else if written < 0 && errno != EAGAIN && errno != EINTR {
-                sent[index] = calls
-            }
-        }
+    // runCommand kills the client past its timeout, so this ends.
+    while outcome.withLock({ $0 == nil }) {
         peak = max(peak, procKiB(pid: rig.syncdPID, file: "status", "VmRSS"))
         anonymousPeak = max(anonymousPeak, procKiB(pid: rig.syncdPID, file: "status", "RssAnon"))
         usleep(1_000)
     }
+    _ = try outcome.withLock { $0! }.get()
     return (connections, calls, before, peak, peak - before, anonymousPeak - anonymousBefore)
 }
