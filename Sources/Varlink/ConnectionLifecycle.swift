@@ -91,8 +91,8 @@ final class ConnectionLifecycle: Sendable {
         self.maxQueuedBytes = maxQueuedBytes
         self.budget = budget
         self.uid = uid
-        self.connectionCharge = budget == nil ? 0 : max(0, connectionCharge)
-        budget?.charge(self.connectionCharge, for: uid)
+        self.connectionCharge = connectionCharge
+        budget?.charge(connectionCharge, for: uid)
     }
 
     var phase: Phase { state.withLock { $0.phase } }

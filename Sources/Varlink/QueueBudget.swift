@@ -76,7 +76,6 @@ final class QueueBudget: Sendable {
         guard bytes > 0 else { return }
         change(uid) { state in
             state.charged[uid, default: 0] -= bytes
-            if state.charged[uid] ?? 0 <= 0 { state.charged[uid] = nil }
             return true
         }
     }
@@ -87,6 +86,7 @@ final class QueueBudget: Sendable {
             let roomMade = body(&state)
             if state.held[uid] ?? 0 <= 0 { state.held[uid] = nil }
             if state.reserved[uid] ?? 0 <= 0 { state.reserved[uid] = nil }
+            if state.charged[uid] ?? 0 <= 0 { state.charged[uid] = nil }
             guard roomMade else { return [] }
             return state.waiting.removeValue(forKey: uid).map { Array($0.values) } ?? []
         }

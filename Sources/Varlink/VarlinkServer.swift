@@ -318,10 +318,11 @@ public final class VarlinkServer: Sendable {
     private static let maxReadSize = 16 * 1024
     private static let readsPerWakeUp = 4
 
-    /// What a non-root connection is charged: the configured cost, or less when a user with
+    /// What a connection of `uid` is charged: the configured cost, or less when a user with
     /// every slot it may hold would otherwise have no room for one largest message and a read.
     /// Root is not charged: its slots go up to every connection.
-    static func connectionCharge(_ configuration: Configuration, readSize: Int) -> Int {
+    static func connectionCharge(for uid: UInt32, _ configuration: Configuration, readSize: Int) -> Int {
+        guard uid != 0 else { return 0 }
         let room = configuration.maxQueuedBytesPerUser - configuration.maxMessageSize - 1 - readSize
         return max(0, min(configuration.connectionCost, room / configuration.maxConnectionsPerUser))
     }
@@ -353,7 +354,7 @@ public final class VarlinkServer: Sendable {
         let lifecycle = ConnectionLifecycle(
             logger: logger, maxQueuedCalls: configuration.maxQueuedCalls, maxQueuedBytes: configuration.maxQueuedBytes,
             budget: budget, uid: socket.peer.uid,
-            connectionCharge: socket.peer.uid == 0 ? 0 : Self.connectionCharge(configuration, readSize: readSize))
+            connectionCharge: Self.connectionCharge(for: socket.peer.uid, configuration, readSize: readSize))
         // What it held goes back to the user's budget on every path out, whatever was read, and
         // only after the channel closed: until then NIO still holds the buffers the bytes are in.
         defer { lifecycle.releaseQueue() }

@@ -89,18 +89,19 @@ struct ConnectionMemoryTests {
     }
 
     /// The charge is the configured cost, or less when a user with every slot would otherwise
-    /// have no room for one largest message and a read.
+    /// have no room for one largest message and a read; root is not charged.
     @Test func theChargeLeavesRoomForOneLargestMessage() {
         var configuration = VarlinkServer.Configuration(
             listen: .path("/unused"), maxMessageSize: 64 * 1024, maxConnectionsPerUser: 16,
             maxQueuedBytesPerUser: 1024 * 1024, connectionCost: 36 * 1024)
-        #expect(VarlinkServer.connectionCharge(configuration, readSize: 16 * 1024) == 36 * 1024)
+        #expect(VarlinkServer.connectionCharge(for: 65534, configuration, readSize: 16 * 1024) == 36 * 1024)
+        #expect(VarlinkServer.connectionCharge(for: 0, configuration, readSize: 16 * 1024) == 0)
         configuration.maxQueuedBytesPerUser = 128 * 1024
-        let charge = VarlinkServer.connectionCharge(configuration, readSize: 16 * 1024)
+        let charge = VarlinkServer.connectionCharge(for: 65534, configuration, readSize: 16 * 1024)
         #expect(16 * charge + 64 * 1024 + 1 + 16 * 1024 <= 128 * 1024)
         #expect(charge > 0)
         configuration.maxQueuedBytesPerUser = 64 * 1024
-        #expect(VarlinkServer.connectionCharge(configuration, readSize: 16 * 1024) == 0)
+        #expect(VarlinkServer.connectionCharge(for: 65534, configuration, readSize: 16 * 1024) == 0)
     }
 
     /// Through a real socket: `nobody`'s open connections are charged to it while they are open,
