@@ -277,73 +277,33 @@ func lastIndex(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
     return nil
 }
 
-/// The attack's calls made by a client that reads its replies, once per attacking connection:
-/// syncd pages its code out when it goes quiet, and what any client's first calls of these kinds
-/// fault back in (the control server's and the encoders' code) is not what the attack makes it
-/// hold. Its own buffers are freed when it ends, so at most a call's worth is reused by the attack.
-func warmUp(_ rig: ScrapeRig, connections: Int) throws {
-    let (call, watch) = attackCalls()
-    for _ in 0..<connections {
-        try varlinkCall(socket: rig.controlSocket, String(decoding: watch.dropLast(), as: UTF8.self))
-        try varlinkCall(socket: rig.controlSocket, String(decoding: call.dropLast(), as: UTF8.self))
-    }
+/// scripts/control-attack.py, the attacking client this benchmark and scripts/heap-under-attack
+/// share, run with `arguments` (after the socket) as `user` (none: as this process), to its end.
+/// Given to Python as `-c`, so `nobody` need not reach the checkout.
+func controlAttack(_ rig: ScrapeRig, _ arguments: [String], as user: UInt32? = nil) throws -> String {
+    let script = try String(contentsOfFile: HelperPaths.packageDirectory + "/../scripts/control-attack.py", encoding: .utf8)
+    let asUser = user.map { ["setpriv", "--reuid=\($0)", "--regid=\($0)", "--clear-groups"] } ?? []
+    return try runCommand(asUser + ["/usr/bin/python3", "-c", script, rig.controlSocket] + arguments)
 }
-
-/// The attack's messages, each with its NUL: a GetStatus call padded to ~64 KiB, and a Watch,
-/// which each connection sends first, as in the issue (calls behind a stream never run).
-func attackCalls() -> (call: [UInt8], watch: [UInt8]) {
-    let pad = String(repeating: "p", count: 64 * 1024 - 200)
-    return (Array(#"{"method":"io.syncd.GetStatus","parameters":{"pad":"\#(pad)"}}"#.utf8) + [0],
-            Array(#"{"method":"io.syncd.Watch","more":true}"#.utf8) + [0])
-}
-
-/// The attacking client: opens the connections, sends each its Watch, then pipelines the calls
-/// with non-blocking writes for 5 s and never reads. Run as another user than root (the issue's
-/// attack is by `nobody`), since root's connections are not charged to a user's bound.
-let attackScript = """
-    import socket, sys, time
-    path, connections, calls, watch, call = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].encode(), sys.argv[5].encode()
-    watch, call = watch + b"\\0", call + b"\\0"
-    sockets = []
-    for _ in range(connections):
-        s = socket.socket(socket.AF_UNIX); s.connect(path); s.sendall(watch); s.setblocking(False)
-        sockets.append([s, 0, 0])
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        for entry in sockets:
-            s, offset, sent = entry
-            if sent >= calls: continue
-            try:
-                offset += s.send(call[offset:])
-                if offset == len(call): offset, sent = 0, sent + 1
-                entry[1], entry[2] = offset, sent
-            except BlockingIOError: pass
-            except OSError: entry[2] = calls  # closed by syncd for flooding
-        time.sleep(0.001)
-    """
 
 /// syncd's RSS before and at its peak while 16 connections of `nobody` pipeline 127 calls of
-/// ~64 KiB each (non-blocking writes, never a read) for 5 s, measured from a warm daemon (`warmUp`).
+/// ~64 KiB each (non-blocking writes, never a read) for 5 s, measured from a warm daemon: the
+/// attack's calls made first by a client that reads its replies (the script's warm-up).
 func attackGrowth(_ rig: ScrapeRig) throws -> (connections: Int, calls: Int, before: Int, peak: Int, grown: Int, anonymousGrown: Int) {
     // ATTACK_CONNECTIONS (default 16, the per-user limit) tells per-connection costs from shared ones;
     // ATTACK_CALLS=0 (default 127) measures what the connections cost with only their Watch.
     let connections = knob("ATTACK_CONNECTIONS", default: 16)
     let calls = knob("ATTACK_CALLS", default: 127)
-    let (call, watch) = attackCalls()
-    try warmUp(rig, connections: connections)
+    _ = try controlAttack(rig, ["warm-up", "\(connections)"])
     let before = procKiB(pid: rig.syncdPID, file: "status", "VmRSS")
     // The heap alone: code the attack's paths fault in is file-backed and counts in VmRSS only.
     let anonymousBefore = procKiB(pid: rig.syncdPID, file: "status", "RssAnon")
-    // ATTACK_AS_ROOT=1 attacks as root instead, whose connections are not charged.
-    let asNobody = getuid() == 0 && knob("ATTACK_AS_ROOT", default: 0) == 0
-        ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
-    let arguments = asNobody + [
-        "/usr/bin/python3", "-c", attackScript, rig.controlSocket, "\(connections)", "\(calls)",
-        String(decoding: watch.dropLast(), as: UTF8.self), String(decoding: call.dropLast(), as: UTF8.self),
-    ]
+    // The issue's attacker is `nobody`: root's connections are not charged to a user's bound.
+    // ATTACK_AS_ROOT=1 attacks as root instead.
+    let attacker: UInt32? = getuid() == 0 && knob("ATTACK_AS_ROOT", default: 0) == 0 ? 65534 : nil
     let outcome = Mutex<Result<String, any Error>?>(nil)
     Thread.detachNewThread {
-        let result = Result { try runCommand(arguments) }
+        let result = Result { try controlAttack(rig, ["attack", "\(connections)", "\(calls)", "5"], as: attacker) }
         outcome.withLock { $0 = result }
     }
     var peak = before
